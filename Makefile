@@ -1,0 +1,27 @@
+# Two entry points (see README): `make demo` and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/demo.sh
+
+# pytest exits 5 when it collects nothing; make treats that as the failure it is.
+test: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/metastore.py
+
+clean:
+	rm -rf $(VENV) .hive-acid

@@ -1,0 +1,756 @@
+"""ORC file-tail surgery: read and add footer user metadata without rewriting stripes.
+
+Hive ACID data files carry three user metadata items in the ORC footer
+(``hive.acid.key.index``, ``hive.acid.stats``, ``hive.acid.version``). pyarrow's ORC writer is
+fast but cannot write user metadata, so files are written with pyarrow into memory and then only
+the *file tail* is rewritten::
+
+    [header "ORC"][stripes ...][stripe statistics (Metadata)][Footer][PostScript][1 byte: PS length]
+     \\_______________ copied byte for byte _______________/ \\_rewritten_/\\_rewritten_/
+
+The Footer (a protobuf message, compressed with the file's codec) gets its repeated
+``UserMetadataItem metadata = 5`` entries replaced; every other Footer field is copied verbatim
+(its raw protobuf bytes, unknown fields included). The PostScript (never compressed) gets a new
+``footerLength``; its other fields are copied verbatim. Nothing in a stripe or in the stripe
+statistics refers to the footer, and ``Footer.contentLength``/stripe offsets do not change, so
+the result is a valid ORC file with identical data.
+
+Compression of ORC streams (used here for the Footer): a sequence of chunks, each with a 3-byte
+little-endian header ``chunkLength * 2 + isOriginal``; "original" chunks are stored
+uncompressed, which every reader accepts for every codec. Support matrix:
+
+==========  =============================================  ===============================
+kind        read (decompress)                              write (compress)
+==========  =============================================  ===============================
+NONE        yes (no chunk headers at all)                  yes
+ZLIB        yes, stdlib ``zlib`` raw deflate               yes, raw deflate (level 6)
+ZSTD        yes: ``zstandard`` module if importable, else  yes, ``pyarrow.Codec("zstd")``;
+            ``pyarrow.Codec("zstd")`` (needs the frame's   "original" chunks if pyarrow has
+            content size, which ORC writers record)        no zstd codec
+SNAPPY      yes, ``pyarrow.Codec("snappy")``               yes (pyarrow), else original
+LZ4         yes, pure-Python LZ4 *block* decoder           yes, ``pyarrow.Codec("lz4_raw")``,
+                                                           else original
+LZO/BROTLI  no: :class:`UnsupportedCompressionError`       (never reached)
+==========  =============================================  ===============================
+
+A chunk whose compressed form is not smaller than its input is written as an original chunk, as
+the Java and C++ writers do. Pure Python + pyarrow + stdlib; no Spark, database or Airflow.
+"""
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import pyarrow as pa
+
+from .errors import AcidError
+
+__all__ = [
+    "OrcFileError", "UnsupportedCompressionError", "OrcTail",
+    "read_tail", "read_user_metadata", "stripe_row_counts", "add_user_metadata",
+    "write_orc_with_metadata", "hive_key_index", "hive_acid_stats", "hive_acid_metadata",
+    "compress_stream", "decompress_stream", "COMPRESSION_KINDS",
+    "ACID_KEY_INDEX", "ACID_STATS", "ACID_VERSION", "ACID_VERSION_VALUE",
+    "DEFAULT_STRIPE_SIZE", "DEFAULT_COMPRESSION_BLOCK_SIZE", "DEFAULT_ROW_INDEX_STRIDE",
+    "HIVE_DELTA_STRIPE_SIZE", "MIN_COMPRESSION_BLOCK_SIZE",
+]
+
+ACID_KEY_INDEX = "hive.acid.key.index"
+ACID_STATS = "hive.acid.stats"
+ACID_VERSION = "hive.acid.version"
+ACID_VERSION_VALUE = "2"
+
+# ORC/Hive defaults (OrcConf): orc.stripe.size 64 MiB, orc.compress.size 256 KiB,
+# orc.row.index.stride 10000. Hive DML deltas divide stripe and buffer size by
+# orc.base.delta.ratio (8): 8 MiB stripes / 32 KiB buffers. The ORC C++ writer behind pyarrow
+# only accepts compression block sizes that are multiples of 64 KiB, so 32 KiB cannot be
+# reproduced; 64 KiB is the smallest (readers do not care).
+DEFAULT_STRIPE_SIZE = 64 * 1024 * 1024
+DEFAULT_COMPRESSION_BLOCK_SIZE = 256 * 1024
+DEFAULT_ROW_INDEX_STRIDE = 10000
+HIVE_DELTA_STRIPE_SIZE = 8 * 1024 * 1024
+MIN_COMPRESSION_BLOCK_SIZE = 64 * 1024
+
+MAGIC = b"ORC"
+COMPRESSION_KINDS = {0: "NONE", 1: "ZLIB", 2: "SNAPPY", 3: "LZO", 4: "LZ4", 5: "ZSTD", 6: "BROTLI"}
+_KIND_BY_NAME = {v: k for k, v in COMPRESSION_KINDS.items()}
+_MAX_CHUNK = (1 << 23) - 1          # the 3-byte header holds 23 bits of length
+_UINT64 = (1 << 64) - 1
+
+BytesLike = Union[bytes, bytearray, memoryview]
+
+
+class OrcFileError(AcidError):
+    """Bytes that are not a (readable) ORC file, or a bad argument to this module."""
+
+
+class UnsupportedCompressionError(OrcFileError):
+    """The file's compression kind cannot be decompressed/compressed here (LZO, BROTLI, ...)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Protobuf wire format (proto2 subset: varint, fixed64, length-delimited, fixed32)
+# --------------------------------------------------------------------------------------------
+
+WT_VARINT, WT_I64, WT_LEN, WT_I32 = 0, 1, 2, 5
+
+
+def _read_varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise OrcFileError("truncated protobuf varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise OrcFileError("protobuf varint longer than 10 bytes")
+
+
+def encode_varint(value: int) -> bytes:
+    """Encode an unsigned varint (negative ints as 64-bit two's complement, as protobuf does)."""
+    if value < 0:
+        value &= _UINT64
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+@dataclass(frozen=True)
+class RawField:
+    """One field occurrence of a message: number, wire type, decoded value, exact raw bytes."""
+
+    number: int
+    wire_type: int
+    value: Any          # int for VARINT/I64/I32 (unsigned), bytes for LEN
+    raw: bytes          # tag + payload, exactly as in the input
+
+
+def iter_fields(data: BytesLike) -> Iterable[RawField]:
+    """Split a serialized protobuf message into its field occurrences, in order."""
+    buf = memoryview(data).cast("B")
+    pos, end = 0, len(buf)
+    while pos < end:
+        start = pos
+        tag, pos = _read_varint(buf, pos, end)
+        number, wire_type = tag >> 3, tag & 7
+        if number == 0:
+            raise OrcFileError("protobuf field number 0")
+        if wire_type == WT_VARINT:
+            value, pos = _read_varint(buf, pos, end)
+        elif wire_type == WT_I64:
+            if pos + 8 > end:
+                raise OrcFileError("truncated protobuf fixed64")
+            value = int.from_bytes(buf[pos:pos + 8], "little")
+            pos += 8
+        elif wire_type == WT_I32:
+            if pos + 4 > end:
+                raise OrcFileError("truncated protobuf fixed32")
+            value = int.from_bytes(buf[pos:pos + 4], "little")
+            pos += 4
+        elif wire_type == WT_LEN:
+            n, pos = _read_varint(buf, pos, end)
+            if pos + n > end:
+                raise OrcFileError("truncated protobuf length-delimited field")
+            value = bytes(buf[pos:pos + n])
+            pos += n
+        else:
+            raise OrcFileError(f"unsupported protobuf wire type {wire_type} (field {number})")
+        yield RawField(number, wire_type, value, bytes(buf[start:pos]))
+
+
+def encode_field(number: int, wire_type: int, value: int | BytesLike) -> bytes:
+    """Serialize one field occurrence."""
+    tag = encode_varint((number << 3) | wire_type)
+    if wire_type == WT_VARINT:
+        return tag + encode_varint(int(value))
+    if wire_type == WT_I64:
+        return tag + (int(value) & _UINT64).to_bytes(8, "little")
+    if wire_type == WT_I32:
+        return tag + (int(value) & 0xFFFFFFFF).to_bytes(4, "little")
+    if wire_type == WT_LEN:
+        payload = bytes(value)
+        return tag + encode_varint(len(payload)) + payload
+    raise OrcFileError(f"unsupported protobuf wire type {wire_type}")
+
+
+# Message schemas: {field number: (name, kind, repeated)}; kind is a scalar kind name or a
+# nested schema dict. Fields not listed are skipped when decoding (but kept verbatim when a
+# message is patched through RawField lists).
+_Schema = dict
+
+_STRIPE_INFORMATION: _Schema = {
+    1: ("offset", "uint", False),
+    2: ("index_length", "uint", False),
+    3: ("data_length", "uint", False),
+    4: ("footer_length", "uint", False),
+    5: ("number_of_rows", "uint", False),
+    6: ("encrypt_stripe_id", "uint", False),
+    7: ("encrypted_local_keys", "bytes", True),
+}
+_TYPE: _Schema = {
+    1: ("kind", "uint", False),
+    2: ("subtypes", "uint", True),
+    3: ("field_names", "string", True),
+    4: ("maximum_length", "uint", False),
+    5: ("precision", "uint", False),
+    6: ("scale", "uint", False),
+}
+_USER_METADATA_ITEM: _Schema = {
+    1: ("name", "string", False),
+    2: ("value", "bytes", False),
+}
+_FOOTER: _Schema = {
+    1: ("header_length", "uint", False),
+    2: ("content_length", "uint", False),
+    3: ("stripes", _STRIPE_INFORMATION, True),
+    4: ("types", _TYPE, True),
+    5: ("metadata", _USER_METADATA_ITEM, True),
+    6: ("number_of_rows", "uint", False),
+    # 7: repeated ColumnStatistics statistics (not decoded)
+    8: ("row_index_stride", "uint", False),
+    9: ("writer", "uint", False),
+    # 10: Encryption encryption (not decoded)
+    11: ("calendar", "uint", False),
+    12: ("software_version", "string", False),
+}
+_POSTSCRIPT: _Schema = {
+    1: ("footer_length", "uint", False),
+    2: ("compression", "uint", False),
+    3: ("compression_block_size", "uint", False),
+    4: ("version", "uint", True),
+    5: ("metadata_length", "uint", False),
+    6: ("writer_version", "uint", False),
+    7: ("stripe_statistics_length", "uint", False),
+    8000: ("magic", "string", False),
+}
+
+
+def _decode_packed_varints(data: bytes) -> list[int]:
+    buf = memoryview(data)
+    out, pos = [], 0
+    while pos < len(buf):
+        v, pos = _read_varint(buf, pos, len(buf))
+        out.append(v)
+    return out
+
+
+def decode_message(data: BytesLike, schema: _Schema) -> dict[str, Any]:
+    """Decode ``data`` into a dict following ``schema`` (repeated fields -> lists, always present)."""
+    out: dict[str, Any] = {name: [] for name, _, rep in schema.values() if rep}
+    for f in iter_fields(data):
+        spec = schema.get(f.number)
+        if spec is None:
+            continue
+        name, kind, repeated = spec
+        if isinstance(kind, dict):
+            if f.wire_type != WT_LEN:
+                raise OrcFileError(f"field {name}: expected a message, got wire type {f.wire_type}")
+            values = [decode_message(f.value, kind)]
+        elif kind == "uint":
+            if f.wire_type == WT_VARINT:
+                values = [f.value]
+            elif f.wire_type == WT_LEN and repeated:     # packed
+                values = _decode_packed_varints(f.value)
+            else:
+                raise OrcFileError(f"field {name}: unexpected wire type {f.wire_type}")
+        elif kind in ("bytes", "string"):
+            if f.wire_type != WT_LEN:
+                raise OrcFileError(f"field {name}: unexpected wire type {f.wire_type}")
+            values = [f.value.decode("utf-8", "replace") if kind == "string" else f.value]
+        else:  # pragma: no cover - schema bug
+            raise AssertionError(kind)
+        if repeated:
+            out[name].extend(values)
+        else:
+            out[name] = values[-1]       # proto2: last occurrence wins
+    return out
+
+
+def _encode_user_metadata_item(name: str, value: bytes) -> bytes:
+    body = encode_field(1, WT_LEN, name.encode("utf-8")) + encode_field(2, WT_LEN, value)
+    return encode_field(5, WT_LEN, body)
+
+
+# --------------------------------------------------------------------------------------------
+# Compressed streams
+# --------------------------------------------------------------------------------------------
+
+def _kind_code(kind: int | str) -> int:
+    if isinstance(kind, str):
+        try:
+            return _KIND_BY_NAME[kind.upper()]
+        except KeyError:
+            raise UnsupportedCompressionError(f"unknown ORC compression kind {kind!r}") from None
+    return int(kind)
+
+
+def _kind_name(code: int) -> str:
+    return COMPRESSION_KINDS.get(code, f"<unknown compression kind {code}>")
+
+
+def _pa_codec(name: str) -> pa.Codec | None:
+    try:
+        return pa.Codec(name) if pa.Codec.is_available(name) else None
+    except (ValueError, NotImplementedError, pa.ArrowException):
+        return None
+
+
+def _lz4_block_decompress(src: bytes, limit: int) -> bytes:
+    """Decode one raw LZ4 *block* (no frame), as ORC's LZ4 codec writes them."""
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n:
+        token = src[i]
+        i += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                if i >= n:
+                    raise OrcFileError("corrupt LZ4 block (literal length)")
+                b = src[i]
+                i += 1
+                lit += b
+                if b != 255:
+                    break
+        if i + lit > n:
+            raise OrcFileError("corrupt LZ4 block (literals past end)")
+        out += src[i:i + lit]
+        i += lit
+        if i >= n:          # the last sequence carries literals only
+            break
+        if i + 2 > n:
+            raise OrcFileError("corrupt LZ4 block (offset)")
+        offset = src[i] | (src[i + 1] << 8)
+        i += 2
+        if offset == 0 or offset > len(out):
+            raise OrcFileError("corrupt LZ4 block (bad match offset)")
+        mlen = token & 15
+        if mlen == 15:
+            while True:
+                if i >= n:
+                    raise OrcFileError("corrupt LZ4 block (match length)")
+                b = src[i]
+                i += 1
+                mlen += b
+                if b != 255:
+                    break
+        mlen += 4
+        start = len(out) - offset
+        if mlen <= offset:
+            out += out[start:start + mlen]
+        else:                              # overlapping copy repeats the last `offset` bytes
+            pattern = bytes(out[start:])
+            reps = -(-mlen // offset)
+            out += (pattern * reps)[:mlen]
+        if len(out) > limit:
+            raise OrcFileError("LZ4 chunk decompresses beyond the compression block size")
+    return bytes(out)
+
+
+def _zstd_frame_content_size(src: bytes) -> int | None:
+    """Frame_Content_Size from a zstd frame header (RFC 8878 3.1.1.1), or None if absent."""
+    if len(src) < 5 or src[:4] != b"\x28\xb5\x2f\xfd":
+        raise OrcFileError("corrupt ZSTD chunk (no frame magic)")
+    fhd = src[4]
+    fcs_flag, single_segment, dict_flag = fhd >> 6, (fhd >> 5) & 1, fhd & 3
+    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+    size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if size == 0:
+        return None
+    if pos + size > len(src):
+        raise OrcFileError("corrupt ZSTD chunk (short frame header)")
+    value = int.from_bytes(src[pos:pos + size], "little")
+    return value + 256 if size == 2 else value
+
+
+def _zstd_decompress(src: bytes, limit: int) -> bytes:
+    try:
+        import zstandard  # optional; handles frames without a content size
+    except ImportError:
+        zstandard = None
+    if zstandard is not None:
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        out = dobj.decompress(src)
+        if len(out) > limit:
+            raise OrcFileError("ZSTD chunk decompresses beyond the compression block size")
+        return out
+    codec = _pa_codec("zstd")
+    if codec is None:
+        raise UnsupportedCompressionError("ZSTD: neither the zstandard module nor a pyarrow zstd codec")
+    size = _zstd_frame_content_size(src)
+    if size is None:
+        raise UnsupportedCompressionError(
+            "ZSTD chunk without a frame content size: install the 'zstandard' module to read it")
+    if size > limit:
+        raise OrcFileError("ZSTD chunk decompresses beyond the compression block size")
+    return codec.decompress(src, decompressed_size=size, asbytes=True)
+
+
+def _snappy_decompress(src: bytes, limit: int) -> bytes:
+    size, _ = _read_varint(memoryview(src), 0, len(src))     # snappy preamble: uncompressed length
+    if size > limit:
+        raise OrcFileError("SNAPPY chunk decompresses beyond the compression block size")
+    codec = _pa_codec("snappy")
+    if codec is None:
+        raise UnsupportedCompressionError("SNAPPY: pyarrow has no snappy codec")
+    return codec.decompress(src, decompressed_size=size, asbytes=True)
+
+
+def _decompress_chunk(code: int, src: bytes, limit: int) -> bytes:
+    if code == 1:
+        d = zlib.decompressobj(-15)
+        try:
+            out = d.decompress(src, limit + 1)
+        except zlib.error as e:
+            raise OrcFileError(f"corrupt ZLIB chunk: {e}") from None
+        if len(out) > limit:
+            raise OrcFileError("ZLIB chunk decompresses beyond the compression block size")
+        return out
+    if code == 5:
+        return _zstd_decompress(src, limit)
+    if code == 2:
+        return _snappy_decompress(src, limit)
+    if code == 4:
+        return _lz4_block_decompress(src, limit)
+    raise UnsupportedCompressionError(
+        f"cannot decompress ORC {_kind_name(code)} streams (supported: NONE, ZLIB, SNAPPY, LZ4, ZSTD)")
+
+
+def _compress_chunk(code: int, src: bytes) -> bytes | None:
+    """Compressed bytes for one chunk, or None to store it as an original chunk."""
+    if code == 1:
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return c.compress(src) + c.flush()
+    name = {5: "zstd", 2: "snappy", 4: "lz4_raw"}.get(code)
+    if name is None:
+        # e.g. LZO/BROTLI: original chunks are valid for every codec
+        return None
+    codec = _pa_codec(name)
+    return None if codec is None else codec.compress(src, asbytes=True)
+
+
+def decompress_stream(data: BytesLike, kind: int | str, block_size: int) -> bytes:
+    """Decode an ORC compressed stream (sequence of 3-byte-header chunks) of ``kind``."""
+    code = _kind_code(kind)
+    buf = bytes(data)
+    if code == 0:
+        return buf
+    if block_size <= 0:
+        raise OrcFileError(f"bad compression block size {block_size}")
+    parts = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        if pos + 3 > end:
+            raise OrcFileError("truncated ORC compression chunk header")
+        header = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+        pos += 3
+        length, original = header >> 1, header & 1
+        if pos + length > end:
+            raise OrcFileError("truncated ORC compression chunk")
+        chunk = buf[pos:pos + length]
+        pos += length
+        if original:
+            parts.append(chunk)
+        else:
+            parts.append(_decompress_chunk(code, chunk, block_size))
+    return b"".join(parts)
+
+
+def compress_stream(data: BytesLike, kind: int | str, block_size: int) -> bytes:
+    """Encode ``data`` as an ORC compressed stream of ``kind`` (chunks of <= ``block_size``)."""
+    code = _kind_code(kind)
+    buf = bytes(data)
+    if code == 0:
+        return buf
+    if code not in COMPRESSION_KINDS:
+        raise UnsupportedCompressionError(f"unknown ORC compression kind {code}")
+    if not 0 < block_size <= _MAX_CHUNK:
+        raise OrcFileError(f"bad compression block size {block_size}")
+    out = bytearray()
+    for start in range(0, len(buf), block_size):
+        piece = buf[start:start + block_size]
+        comp = _compress_chunk(code, piece)
+        if comp is not None and len(comp) < len(piece):
+            header, payload = len(comp) << 1, comp
+        else:
+            header, payload = (len(piece) << 1) | 1, piece
+        out += header.to_bytes(3, "little")
+        out += payload
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------------------------
+# File tail
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class OrcTail:
+    """The parsed tail of an ORC file. Offsets are absolute positions in the file."""
+
+    file_length: int
+    postscript: dict[str, Any]
+    postscript_fields: list[RawField]
+    postscript_length: int
+    footer: dict[str, Any]
+    footer_fields: list[RawField]
+    footer_bytes: bytes             # decompressed serialized Footer
+    footer_start: int               # == end of the stripe statistics / body
+    compression: str = field(init=False)
+    compression_block_size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.compression = _kind_name(self.postscript.get("compression", 0))
+        self.compression_block_size = self.postscript.get("compression_block_size", 256 * 1024)
+
+    @property
+    def stripe_row_counts(self) -> list[int]:
+        return [s.get("number_of_rows", 0) for s in self.footer["stripes"]]
+
+    @property
+    def user_metadata(self) -> dict[str, bytes]:
+        return {m.get("name", ""): m.get("value", b"") for m in self.footer["metadata"]}
+
+    @property
+    def number_of_rows(self) -> int:
+        return self.footer.get("number_of_rows", 0)
+
+
+def read_tail(orc_bytes: BytesLike) -> OrcTail:
+    """Parse PostScript and Footer of the ORC file held in ``orc_bytes``."""
+    buf = memoryview(orc_bytes).cast("B")
+    n = len(buf)
+    if n < len(MAGIC) + 1 or bytes(buf[:3]) != MAGIC:
+        raise OrcFileError("not an ORC file (no 'ORC' header magic)")
+    ps_len = buf[n - 1]
+    if ps_len == 0 or ps_len + 1 + 3 > n:
+        raise OrcFileError(f"not an ORC file (bad postscript length {ps_len})")
+    ps_bytes = bytes(buf[n - 1 - ps_len:n - 1])
+    ps_fields = list(iter_fields(ps_bytes))
+    ps = decode_message(ps_bytes, _POSTSCRIPT)
+    if ps.get("magic", "ORC") != "ORC":
+        raise OrcFileError(f"not an ORC file (postscript magic {ps.get('magic')!r})")
+    footer_len = ps.get("footer_length", 0)
+    footer_start = n - 1 - ps_len - footer_len
+    if footer_len <= 0 or footer_start < 3:
+        raise OrcFileError(f"not an ORC file (bad footer length {footer_len})")
+    code = ps.get("compression", 0)
+    block = ps.get("compression_block_size", 256 * 1024)
+    footer_bytes = decompress_stream(buf[footer_start:n - 1 - ps_len], code, block)
+    footer = decode_message(footer_bytes, _FOOTER)
+    return OrcTail(
+        file_length=n, postscript=ps, postscript_fields=ps_fields, postscript_length=ps_len,
+        footer=footer, footer_fields=list(iter_fields(footer_bytes)), footer_bytes=footer_bytes,
+        footer_start=footer_start,
+    )
+
+
+def stripe_row_counts(orc_bytes: BytesLike) -> list[int]:
+    """Rows per stripe, in file order, from the footer's StripeInformation."""
+    return read_tail(orc_bytes).stripe_row_counts
+
+
+def read_user_metadata(orc_bytes: BytesLike) -> dict[str, bytes]:
+    """Footer user metadata, name -> raw value bytes (last item wins on duplicate names)."""
+    return read_tail(orc_bytes).user_metadata
+
+
+def _as_value_bytes(name: str, value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise OrcFileError(f"user metadata {name!r}: value must be bytes or str, not {type(value).__name__}")
+
+
+def add_user_metadata(orc_bytes: BytesLike, items: Mapping[str, bytes | str]) -> bytes:
+    """Return ``orc_bytes`` with ``items`` added to the footer's user metadata.
+
+    Existing items with the same name are replaced in place, other existing items are kept,
+    new items are appended in name order (the Java writer keeps them sorted). Stripes and stripe
+    statistics are copied byte for byte; the Footer is re-compressed with the file's codec
+    and block size, and only ``PostScript.footerLength`` changes.
+    """
+    new_items: dict[str, bytes] = {}
+    for name, value in items.items():
+        if not isinstance(name, str) or not name:
+            raise OrcFileError(f"user metadata name must be a non-empty str, got {name!r}")
+        new_items[name] = _as_value_bytes(name, value)
+
+    tail = read_tail(orc_bytes)
+    pending = dict(sorted(new_items.items()))
+    out_fields: list[bytes] = []
+    inserted = False
+
+    def emit_new() -> None:
+        for name, value in pending.items():
+            out_fields.append(_encode_user_metadata_item(name, value))
+        pending.clear()
+
+    for f in tail.footer_fields:
+        if f.number == 5 and f.wire_type == WT_LEN:
+            item = decode_message(f.value, _USER_METADATA_ITEM)
+            name = item.get("name", "")
+            if name in new_items:
+                if name in pending:                       # first occurrence: replace in place
+                    out_fields.append(_encode_user_metadata_item(name, pending.pop(name)))
+                continue                                  # later duplicates: dropped
+            out_fields.append(f.raw)
+            continue
+        if f.number > 5 and not inserted:
+            # first field after the metadata position (protobuf order): put new items here
+            inserted = True
+            emit_new()
+        out_fields.append(f.raw)
+    emit_new()
+    footer_raw = b"".join(out_fields)
+
+    code = tail.postscript.get("compression", 0)
+    footer_stored = compress_stream(footer_raw, code, tail.compression_block_size)
+
+    ps_out = []
+    replaced = False
+    for f in tail.postscript_fields:
+        if f.number == 1 and f.wire_type == WT_VARINT:
+            if not replaced:
+                ps_out.append(encode_field(1, WT_VARINT, len(footer_stored)))
+                replaced = True
+            continue
+        ps_out.append(f.raw)
+    if not replaced:
+        ps_out.insert(0, encode_field(1, WT_VARINT, len(footer_stored)))
+    ps_raw = b"".join(ps_out)
+    if len(ps_raw) > 255:
+        raise OrcFileError(f"postscript would be {len(ps_raw)} bytes (> 255)")
+
+    body = memoryview(orc_bytes).cast("B")[:tail.footer_start]
+    return b"".join((body, footer_stored, ps_raw, bytes((len(ps_raw),))))
+
+
+# --------------------------------------------------------------------------------------------
+# Writing with pyarrow + patch; Hive ACID metadata values
+# --------------------------------------------------------------------------------------------
+
+ItemsFn = Callable[[list[int]], Mapping[str, Union[bytes, str]]]
+
+
+def write_orc_with_metadata(
+    table: pa.Table | pa.RecordBatch,
+    items_fn: ItemsFn | Mapping[str, bytes | str] | None,
+    *,
+    compression: str = "zlib",
+    stripe_size: int = DEFAULT_STRIPE_SIZE,
+    compression_block_size: int = DEFAULT_COMPRESSION_BLOCK_SIZE,
+    row_index_stride: int = DEFAULT_ROW_INDEX_STRIDE,
+    batch_size: int = 1024,
+    file_version: str = "0.12",
+    compression_strategy: str = "speed",
+    dictionary_key_size_threshold: float = 0.0,
+    padding_tolerance: float = 0.0,
+    bloom_filter_columns: list[int] | None = None,
+    bloom_filter_fpp: float = 0.05,
+) -> bytes:
+    """Write ``table`` as ORC with pyarrow into memory, then add user metadata to the footer.
+
+    ``items_fn(stripe_row_counts)`` receives the rows of each written stripe (file order) and
+    returns the metadata items (e.g. via :func:`hive_acid_metadata`); a plain mapping is also
+    accepted, and ``None`` writes no metadata. ``compression`` is one of pyarrow's names
+    (``zlib`` - Hive's default - ``zstd``, ``snappy``, ``lz4``, ``uncompressed``).
+    ``stripe_size`` is the writer's target, checked after each ``batch_size`` rows, so the
+    actual stripe boundaries are only known after writing. ``compression_block_size`` must be a
+    multiple of 64 KiB (ORC C++ writer restriction). File version ``0.12`` is what Hive writes
+    and reads.
+    """
+    import pyarrow.orc as po
+
+    if compression_block_size <= 0 or compression_block_size % MIN_COMPRESSION_BLOCK_SIZE:
+        raise OrcFileError(f"compression_block_size {compression_block_size} is not a positive "
+                           f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
+
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    sink = pa.BufferOutputStream()
+    po.write_table(
+        table, sink,
+        file_version=file_version, batch_size=batch_size, stripe_size=stripe_size,
+        compression=compression, compression_block_size=compression_block_size,
+        compression_strategy=compression_strategy, row_index_stride=row_index_stride,
+        padding_tolerance=padding_tolerance,
+        dictionary_key_size_threshold=dictionary_key_size_threshold,
+        bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp,
+    )
+    data = sink.getvalue()
+    if items_fn is None:
+        return data.to_pybytes()
+    if callable(items_fn):
+        items = items_fn(stripe_row_counts(data))
+    else:
+        items = items_fn
+    return add_user_metadata(data, items)
+
+
+def _values_at(values: Any, positions: list[int], what: str, expected_len: int) -> list[int]:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if len(values) != expected_len:
+            raise OrcFileError(f"{what}: {len(values)} values but the stripes hold {expected_len} rows")
+        if not positions:
+            return []
+        picked = values.take(pa.array(positions, pa.int64()))
+        if picked.null_count:
+            raise OrcFileError(f"{what}: NULL in the last row of a stripe")
+        return [int(v) for v in picked.to_pylist()]
+    if len(values) != expected_len:
+        raise OrcFileError(f"{what}: {len(values)} values but the stripes hold {expected_len} rows")
+    out = []
+    for p in positions:
+        v = values[p]
+        if v is None:
+            raise OrcFileError(f"{what}: NULL in the last row of a stripe")
+        out.append(int(v))
+    return out
+
+
+def hive_key_index(orig_txn: Any, bucket: Any, row_id: Any, stripe_row_counts: Sequence[int]) -> str:
+    """``hive.acid.key.index``: ``"<originalTransaction>,<bucket>,<rowId>;"`` per stripe.
+
+    The three sequences (numpy arrays, pyarrow (Chunked)Arrays or lists) hold the ROW__ID
+    columns of all rows in file order; each stripe contributes the ROW__ID of its last row,
+    as Hive's ``KeyIndexBuilder`` does. No stripes (empty file) gives ``""``.
+    """
+    positions, total = [], 0
+    for i, count in enumerate(stripe_row_counts):
+        count = int(count)
+        if count <= 0:
+            raise OrcFileError(f"stripe {i} has {count} rows; ORC stripes are never empty")
+        total += count
+        positions.append(total - 1)
+    o = _values_at(orig_txn, positions, "originalTransaction", total)
+    b = _values_at(bucket, positions, "bucket", total)
+    r = _values_at(row_id, positions, "rowId", total)
+    return "".join(f"{o[i]},{b[i]},{r[i]};" for i in range(len(positions)))
+
+
+def hive_acid_stats(inserts: int, updates: int = 0, deletes: int = 0) -> str:
+    """``hive.acid.stats``: ``"<inserts>,<updates>,<deletes>"`` (Hive 3+ never counts updates)."""
+    return f"{int(inserts)},{int(updates)},{int(deletes)}"
+
+
+def hive_acid_metadata(key_index: str, inserts: int, updates: int = 0, deletes: int = 0) -> dict[str, str]:
+    """The three footer items of a Hive ACID data file."""
+    return {
+        ACID_KEY_INDEX: key_index,
+        ACID_STATS: hive_acid_stats(inserts, updates, deletes),
+        ACID_VERSION: ACID_VERSION_VALUE,
+    }

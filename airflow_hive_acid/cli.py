@@ -1,0 +1,377 @@
+"""``hive-acid``: the admin command line over the metastore (and, through Spark jobs, the data).
+
+Every command prints a human table or, with ``--json``, one JSON document; errors go to stderr
+with exit status 1 (2 for usage errors).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .acid.errors import AcidError
+from .acid.writeids import ValidWriteIdList
+from .metastore import (
+    CompactionState, CompactionType, Metastore, MetastoreError, WriteStat,
+)
+from .metastore.db import default_url
+
+NO_VAL = "---"
+
+
+class CliError(Exception):
+    """A usage problem found after parsing (bad key=value etc.)."""
+
+
+# -- output --------------------------------------------------------------------------------------
+def _fmt(v: Any) -> str:
+    if v is None or v == "":
+        return NO_VAL
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v)) or NO_VAL
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], out=sys.stdout) -> None:
+    """Tab-separated with a header line, like Hive's CLI output of SHOW commands."""
+    print("\t".join(h for h, _ in columns), file=out)
+    for r in rows:
+        print("\t".join(_fmt(r.get(k)) for _, k in columns), file=out)
+
+
+def emit(args: argparse.Namespace, payload: Any, human: Callable[[], None] | None = None) -> None:
+    if args.json or human is None:
+        print(json.dumps(payload, indent=None if args.json else 2, sort_keys=False, default=str))
+    else:
+        human()
+
+
+def _kv(items: Sequence[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise CliError(f"{what} {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _ms(args: argparse.Namespace) -> Metastore:
+    return Metastore(args.metastore)
+
+
+# -- commands ------------------------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> None:
+    ms = Metastore.initialize(args.metastore, warehouse=args.warehouse, settings=_kv(args.set, "--set"))
+    emit(args, {"metastore": ms.url, "settings": ms.config.items()},
+         lambda: print(f"Initialized metastore {ms.store.engine.url!r}\nwarehouse: {ms.config.warehouse}"))
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    ms = _ms(args)
+    if args.value is not None:
+        ms.set_setting(args.key, args.value)
+    items = ms.config.items()
+    if args.key and args.value is None:
+        if args.key not in items:
+            raise CliError(f"unknown setting {args.key!r}; known: {sorted(items)}")
+        items = {args.key: items[args.key]}
+    emit(args, items, lambda: [print(f"{k}={v}") for k, v in items.items()])
+
+
+def cmd_create_table(args: argparse.Namespace) -> None:
+    t = _ms(args).catalog.create_table(
+        args.table, args.columns, partitioned_by=args.partitioned_by, bucketed_by=args.bucketed_by,
+        buckets=args.buckets or 0, location=args.location, properties=_kv(args.property, "--property"),
+        if_not_exists=args.if_not_exists)
+    emit(args, t.to_dict(), lambda: print(f"Created table {t.qualified_name} at {t.location}"))
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    ms = _ms(args)
+    t = ms.catalog.get_table(args.table)
+    d = t.to_dict()
+    d["partitions"] = ms.catalog.list_partitions(args.table) if t.is_partitioned else []
+
+    def human() -> None:
+        print("col_name\tdata_type")
+        for c in t.columns:
+            print(f"{c.name}\t{c.type}")
+        if t.partition_columns:
+            print("\n# Partition Information\ncol_name\tdata_type")
+            for c in t.partition_columns:
+                print(f"{c.name}\t{c.type}")
+        print(f"\nLocation:\t{t.location}")
+        if t.bucket_columns:
+            print(f"Bucket Columns:\t{t.bucket_columns}\nNum Buckets:\t{t.num_buckets}")
+        print("Table Parameters:")
+        for k, v in sorted(t.properties.items()):
+            print(f"\t{k}\t{v}")
+        if d["partitions"]:
+            print(f"Partitions:\t{len(d['partitions'])}")
+
+    emit(args, d, human)
+
+
+def cmd_list_tables(args: argparse.Namespace) -> None:
+    tables = _ms(args).catalog.list_tables(args.db)
+    emit(args, [t.qualified_name for t in tables], lambda: [print(t.qualified_name) for t in tables])
+
+
+def cmd_drop_table(args: argparse.Namespace) -> None:
+    t = _ms(args).catalog.drop_table(args.table)
+    emit(args, {"dropped": t.qualified_name, "location": t.location},
+         lambda: print(f"Dropped {t.qualified_name}; its files remain at {t.location}"))
+
+
+def cmd_alter_table(args: argparse.Namespace) -> None:
+    t = _ms(args).catalog.set_properties(args.table, _kv(args.property, "--property"))
+    emit(args, t.to_dict(), lambda: print(f"Altered {t.qualified_name}: {t.properties}"))
+
+
+def cmd_txn_open(args: argparse.Namespace) -> None:
+    ids = _ms(args).txns.open_txns(args.count, agent_info=args.agent_info or "hive-acid cli")
+    payload = {"txn_id": ids[0]} if args.count == 1 else {"txn_ids": ids}
+    emit(args, payload, lambda: print(" ".join(map(str, ids))))
+
+
+def cmd_txn_allocate(args: argparse.Namespace) -> None:
+    ids = _ms(args).txns.allocate_write_ids(args.txn, args.tables)
+    payload = {"write_id": ids[args.tables[0]]} if len(args.tables) == 1 else {"write_ids": ids}
+    emit(args, payload, lambda: [print(f"{t}\t{w}") for t, w in ids.items()])
+
+
+def cmd_txn_commit(args: argparse.Namespace) -> None:
+    writes = []
+    if args.writes:
+        with open(args.writes) as fh:
+            raw = json.load(fh)
+        if not isinstance(raw, list):
+            raise CliError(f"{args.writes} must hold a JSON list of write stats")
+        writes = [WriteStat.from_dict(d) for d in raw]
+    res = _ms(args).txns.commit_txn(args.txn, writes)
+    emit(args, {"txn_id": args.txn, "committed": True, "already_committed": res.already_committed},
+         lambda: print(f"Committed transaction {args.txn}" + (" (already committed)" if res.already_committed else "")))
+
+
+def cmd_txn_abort(args: argparse.Namespace) -> None:
+    changed = _ms(args).txns.abort_txn(args.txn, args.reason)
+    emit(args, {"txn_id": args.txn, "aborted": True, "already_aborted": not changed},
+         lambda: print(f"Aborted transaction {args.txn}" + ("" if changed else " (already aborted)")))
+
+
+def cmd_txn_heartbeat(args: argparse.Namespace) -> None:
+    _ms(args).txns.heartbeat(args.txn)
+    emit(args, {"txn_id": args.txn, "heartbeat": True}, lambda: print(f"Heartbeat sent for {args.txn}"))
+
+
+def cmd_txn_show(args: argparse.Namespace) -> None:
+    ms = _ms(args)
+    info = ms.txns.get_txn(args.txn).to_dict()
+    info["write_ids"] = ms.txns.write_ids_of(args.txn)
+    emit(args, info)
+
+
+def cmd_snapshot(args: argparse.Namespace) -> None:
+    snap = _ms(args).txns.snapshot(args.table, txn_id=args.txn)
+    d = snap.to_dict()
+    emit(args, d, lambda: print(d["valid_write_ids"]))
+
+
+def cmd_parse_writeids(args: argparse.Namespace) -> None:
+    w = ValidWriteIdList.parse(args.valid_write_ids)
+    d = {"table": w.table, "high_watermark": w.high_watermark, "min_open_write_id": w.min_open,
+         "open": list(w.open_ids), "aborted": list(w.aborted_ids), "normalized": w.to_string()}
+    if args.write_id is not None:
+        d["write_id"] = args.write_id
+        d["valid"] = w.is_write_id_valid(args.write_id)
+        d["aborted_write_id"] = w.is_write_id_aborted(args.write_id)
+    emit(args, d)
+
+
+TXN_COLUMNS = [("Transaction ID", "txn_id"), ("Transaction State", "state"), ("Started Time", "started"),
+               ("Last Heartbeat Time", "last_heartbeat"), ("User", "user"), ("Hostname", "host"),
+               ("Reason", "reason")]
+LOCK_COLUMNS = [("Lock ID", "lock_id"), ("Database", "database"), ("Table", "table"), ("Partition", "partition"),
+                ("State", "state"), ("Blocked By", "blocked_by"), ("Type", "type"), ("Transaction ID", "txn_id"),
+                ("Last Heartbeat", "last_heartbeat"), ("Acquired At", "acquired_at"), ("User", "user"),
+                ("Hostname", "host"), ("Agent Info", "agent_info")]
+COMPACTION_COLUMNS = [("CompactionId", "id"), ("Database", "database"), ("Table", "table"),
+                      ("Partition", "partition"), ("Type", "type"), ("State", "state"), ("Worker", "worker"),
+                      ("Enqueue Time", "enqueue_time"), ("Start Time", "start"), ("Duration(ms)", "duration_ms"),
+                      ("SparkAppId", "spark_app_id"), ("Error message", "error"), ("Initiator", "initiator"),
+                      ("TxnId", "txn_id"), ("Next TxnId", "next_txn_id"), ("Commit Time", "commit_time"),
+                      ("Highest WriteId", "highest_write_id"), ("Reason", "reason")]
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    ms = _ms(args)
+    if args.what == "transactions":
+        rows = [t.to_dict() for t in ms.txns.show_transactions(include_committed=args.all)]
+        emit(args, rows, lambda: print_table(rows, TXN_COLUMNS))
+    elif args.what == "locks":
+        db = table = None
+        if args.target:
+            db, _, table = args.target.partition(".")
+        rows = [li.to_dict() for li in ms.locks.show_locks(db, table or None)]
+        emit(args, rows, lambda: print_table(rows, LOCK_COLUMNS))
+    else:
+        db = table = None
+        if args.target:
+            info = ms.catalog.get_table(args.target) if "." in args.target else None
+            db, table = (info.db, info.name) if info else (args.target, None)
+        partition = None
+        if args.partition:
+            partition = ms.catalog.partition_name(ms.catalog.get_table(args.target), args.partition)
+        rows = [c.to_dict() for c in ms.compactions.show(
+            db=db, table=table, partition=partition,
+            states=[CompactionState.parse(args.state)] if args.state else None,
+            type=CompactionType.parse(args.type) if args.type else None, cq_id=args.id, limit=args.limit)]
+        emit(args, rows, lambda: print_table(rows, COMPACTION_COLUMNS))
+
+
+def cmd_abort_transactions(args: argparse.Namespace) -> None:
+    aborted = _ms(args).txns.abort_txns(args.txns, args.reason)
+    emit(args, {"aborted": aborted}, lambda: print(f"Aborted {len(aborted)} transaction(s): {aborted}"))
+
+
+def cmd_housekeeper(args: argparse.Namespace) -> None:
+    report = _ms(args).housekeep()
+    emit(args, report.to_dict())
+
+
+# -- parser --------------------------------------------------------------------------------------
+def _txn_id(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad transaction id {text!r}: not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"bad transaction id {text!r}: must be positive")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hive-acid", description=__doc__.splitlines()[0])
+    p.add_argument("--metastore", default=None,
+                   help=f"metastore URL (sqlite:///PATH or postgresql://...); default $HIVE_ACID_METASTORE or "
+                        f"{default_url()}")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("init", help="create the metastore schema (idempotent)")
+    s.add_argument("--warehouse", help="root folder/URI of table directories")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="a setting, e.g. hive.txn.timeout=300")
+    s.set_defaults(fn=cmd_init)
+
+    s = sub.add_parser("config", help="show or change a metastore-wide setting")
+    s.add_argument("key", nargs="?")
+    s.add_argument("value", nargs="?")
+    s.set_defaults(fn=cmd_config)
+
+    s = sub.add_parser("create-table", help="register a transactional table")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--columns", required=True, help='"id bigint, name string"')
+    s.add_argument("--partitioned-by", help='"ds string"')
+    s.add_argument("--bucketed-by", help="comma-separated bucket columns")
+    s.add_argument("--buckets", type=int, help="number of buckets")
+    s.add_argument("--location")
+    s.add_argument("--property", action="append", metavar="K=V", help="table property (repeatable)")
+    s.add_argument("--if-not-exists", action="store_true")
+    s.set_defaults(fn=cmd_create_table)
+
+    for name, fn, helptext in (("describe", cmd_describe, "columns, location, properties, partitions"),
+                               ("drop-table", cmd_drop_table, "forget a table (files stay)")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("table", metavar="DB.TABLE")
+        s.set_defaults(fn=fn)
+
+    s = sub.add_parser("alter-table", help="set table properties")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--property", action="append", required=True, metavar="K=V")
+    s.set_defaults(fn=cmd_alter_table)
+
+    s = sub.add_parser("list-tables", help="tables of one or all databases")
+    s.add_argument("db", nargs="?")
+    s.set_defaults(fn=cmd_list_tables)
+
+    txn = sub.add_parser("txn", help="transaction lifecycle").add_subparsers(dest="txn_cmd", required=True,
+                                                                            metavar="ACTION")
+    s = txn.add_parser("open", help="open a transaction")
+    s.add_argument("--count", type=int, default=1)
+    s.add_argument("--agent-info")
+    s.set_defaults(fn=cmd_txn_open)
+    s = txn.add_parser("allocate", help="allocate the txn's write id for tables")
+    s.add_argument("txn", type=_txn_id)
+    s.add_argument("tables", nargs="+", metavar="DB.TABLE")
+    s.set_defaults(fn=cmd_txn_allocate)
+    s = txn.add_parser("commit", help="commit a transaction")
+    s.add_argument("txn", type=_txn_id)
+    s.add_argument("--writes", metavar="FILE", help="JSON list of write stats to record")
+    s.set_defaults(fn=cmd_txn_commit)
+    s = txn.add_parser("abort", help="abort a transaction")
+    s.add_argument("txn", type=_txn_id)
+    s.add_argument("--reason", default="aborted by user")
+    s.set_defaults(fn=cmd_txn_abort)
+    s = txn.add_parser("heartbeat", help="keep a transaction alive")
+    s.add_argument("txn", type=_txn_id)
+    s.set_defaults(fn=cmd_txn_heartbeat)
+    s = txn.add_parser("show", help="one transaction with its write ids")
+    s.add_argument("txn", type=_txn_id)
+    s.set_defaults(fn=cmd_txn_show)
+
+    s = sub.add_parser("snapshot", help="the table's ValidWriteIdList now (or as a txn sees it)")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--txn", type=_txn_id)
+    s.set_defaults(fn=cmd_snapshot)
+
+    s = sub.add_parser("parse-writeids", help="check and explain a ValidWriteIdList string")
+    s.add_argument("valid_write_ids")
+    s.add_argument("--write-id", type=int, help="also say whether this write id is valid")
+    s.set_defaults(fn=cmd_parse_writeids)
+
+    s = sub.add_parser("show", help="SHOW TRANSACTIONS | LOCKS | COMPACTIONS")
+    s.add_argument("what", choices=["transactions", "locks", "compactions"])
+    s.add_argument("target", nargs="?", metavar="DB[.TABLE]")
+    s.add_argument("--all", action="store_true", help="transactions: include committed ones")
+    s.add_argument("--partition", help="compactions: partition spec col=value[,col=value]")
+    s.add_argument("--state", help="compactions: initiated, working, ready for cleaning, failed, succeeded...")
+    s.add_argument("--type", help="compactions: major or minor")
+    s.add_argument("--id", type=int, help="compactions: one compaction id")
+    s.add_argument("--limit", type=int)
+    s.set_defaults(fn=cmd_show)
+
+    s = sub.add_parser("abort-transactions", help="ABORT TRANSACTIONS id [id ...]")
+    s.add_argument("txns", nargs="+", type=_txn_id)
+    s.add_argument("--reason", default="aborted by user")
+    s.set_defaults(fn=cmd_abort_transactions)
+
+    s = sub.add_parser("housekeeper", help="abort timed-out txns, purge old bookkeeping, requeue dead compactions")
+    s.set_defaults(fn=cmd_housekeeper)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return p
+
+
+# Later layers (data commands, compaction) add their sub-commands here.
+EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.fn(args)
+    except (MetastoreError, AcidError, CliError, ValueError, OSError) as exc:
+        print(f"hive-acid: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

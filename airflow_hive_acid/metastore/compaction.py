@@ -1,0 +1,262 @@
+"""The compaction queue and its history (Hive's ``COMPACTION_QUEUE`` / ``COMPLETED_COMPACTIONS``).
+
+A request moves ``initiated`` -> ``working`` (a worker claimed it) -> ``ready for cleaning``
+(the compactor's txn committed) -> ``succeeded`` (the cleaner removed what it made obsolete), or
+ends ``failed`` / ``refused``; an initiator decision not to compact is kept as ``did not
+initiate``. Finished requests move to the history table, which SHOW COMPACTIONS unions in.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from .catalog import Catalog
+from .config import MetastoreConfig
+from .db import Store
+from .errors import CompactionError, InvalidInputError, NoSuchObjectError
+from .models import NO_PARTITION, CompactionInfo, CompactionState, CompactionType
+from .schema import compaction_queue as cq, completed_compactions as cc, next_compaction_queue_id, txns
+
+_ACTIVE = ("i", "w")
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    id: int
+    state: CompactionState
+    accepted: bool
+    message: str
+
+
+def _to_history(row: dict, state: str, end: int, error: str | None = None) -> dict:
+    out = {"cc_" + k[3:]: v for k, v in row.items()}
+    out["cc_state"] = state
+    out["cc_end"] = end
+    if error is not None:
+        out["cc_error_message"] = error[:8000]
+    return out
+
+
+def _info(row: dict, prefix: str) -> CompactionInfo:
+    g = lambda k: row[f"{prefix}_{k}"]  # noqa: E731
+    props = g("tblproperties")
+    return CompactionInfo(
+        id=g("id"), db=g("database"), table=g("table"), partition=g("partition"),
+        type=CompactionType(g("type")), state=CompactionState(g("state")), worker_id=g("worker_id"),
+        enqueue_time=g("enqueue_time"), start=g("start"), end=row.get("cc_end"),
+        highest_write_id=g("highest_write_id"), txn_id=g("txn_id"), next_txn_id=g("next_txn_id"),
+        commit_time=g("commit_time"), error_message=g("error_message"), meta_info=g("meta_info"),
+        initiator_id=g("initiator_id"), spark_app_id=g("hadoop_job_id"), manual=bool(g("manual")),
+        properties=json.loads(props) if props else {})
+
+
+class CompactionQueue:
+    """Enqueue, claim and finish compaction requests; show them."""
+
+    def __init__(self, store: Store, config: MetastoreConfig, catalog: Catalog):
+        self.store = store
+        self.config = config
+        self.catalog = catalog
+
+    def _next_id(self, conn: Connection) -> int:
+        nxt = conn.execute(self.store.for_update(select(next_compaction_queue_id.c.ncq_next).where(
+            next_compaction_queue_id.c.id == 1))).scalar_one()
+        conn.execute(update(next_compaction_queue_id).where(next_compaction_queue_id.c.id == 1).values(
+            ncq_next=nxt + 1))
+        return nxt
+
+    def enqueue(self, table: str, partition: str | None = None, type: CompactionType | str = CompactionType.MAJOR,
+                *, manual: bool = False, initiator_id: str | None = None, reason: str | None = None,
+                properties: dict[str, str] | None = None) -> EnqueueResult:
+        """Queue a request unless one for the same table/partition is initiated or working
+        (then the existing one is returned, not accepted), like ``TxnHandler.compact``."""
+        info = self.catalog.get_table(table)
+        ctype = CompactionType.parse(type)
+        if info.is_partitioned and not partition:
+            raise InvalidInputError(f"table {info.qualified_name} is partitioned: name the partition to compact")
+        part = self.catalog.check_partition_name(info, partition or NO_PARTITION)
+        now = self.store.clock()
+        with self.store.write() as conn:
+            existing = conn.execute(select(cq.c.cq_id, cq.c.cq_state).where(
+                cq.c.cq_database == info.db, cq.c.cq_table == info.name, cq.c.cq_partition == part,
+                cq.c.cq_state.in_(_ACTIVE)).order_by(cq.c.cq_id).limit(1)).first()
+            if existing is not None:
+                state = CompactionState(existing[1])
+                return EnqueueResult(existing[0], state, False,
+                                     f"Compaction already enqueued with id {existing[0]}; State is {state.label}")
+            cq_id = self._next_id(conn)
+            conn.execute(insert(cq).values(
+                cq_id=cq_id, cq_database=info.db, cq_table=info.name, cq_partition=part, cq_state="i",
+                cq_type=ctype.value, cq_enqueue_time=now, cq_initiator_id=initiator_id, cq_meta_info=reason,
+                cq_tblproperties=json.dumps(properties) if properties else None, cq_retry_retention=0,
+                cq_manual=manual))
+        return EnqueueResult(cq_id, CompactionState.INITIATED, True, f"Compaction enqueued with id {cq_id}")
+
+    def record_did_not_initiate(self, table: str, partition: str | None, type: CompactionType | str,
+                                reason: str, initiator_id: str | None = None) -> int:
+        """Keep an initiator's decision not to compact in the history, with why."""
+        info = self.catalog.get_table(table)
+        part = self.catalog.check_partition_name(info, partition or NO_PARTITION)
+        now = self.store.clock()
+        with self.store.write() as conn:
+            cq_id = self._next_id(conn)
+            conn.execute(insert(cc).values(
+                cc_id=cq_id, cc_database=info.db, cc_table=info.name, cc_partition=part, cc_state="a",
+                cc_type=CompactionType.parse(type).value, cc_enqueue_time=now, cc_start=now, cc_end=now,
+                cc_initiator_id=initiator_id, cc_meta_info=reason, cc_error_message=reason,
+                cc_retry_retention=0, cc_manual=False))
+        return cq_id
+
+    def claim(self, worker_id: str, *, worker_version: str | None = None, table: str | None = None,
+              cq_id: int | None = None) -> CompactionInfo | None:
+        """Take the oldest initiated request (optionally of one table, or one id) for this worker;
+        two workers never get the same request."""
+        now = self.store.clock()
+        with self.store.write() as conn:
+            q = select(cq.c.cq_id).where(cq.c.cq_state == "i").order_by(cq.c.cq_id).limit(1)
+            if table:
+                info = self.catalog.get_table(table)
+                q = q.where(cq.c.cq_database == info.db, cq.c.cq_table == info.name)
+            if cq_id is not None:
+                q = q.where(cq.c.cq_id == cq_id)
+            row = conn.execute(self.store.for_update(q, skip_locked=True)).first()
+            if row is None:
+                return None
+            n = conn.execute(update(cq).where(cq.c.cq_id == row[0], cq.c.cq_state == "i").values(
+                cq_state="w", cq_worker_id=worker_id[:128], cq_worker_version=worker_version, cq_start=now)).rowcount
+            if not n:
+                return None
+            return _info(dict(conn.execute(select(cq).where(cq.c.cq_id == row[0])).mappings().one()), "cq")
+
+    def set_compactor_txn(self, cq_id: int, txn_id: int, highest_write_id: int) -> None:
+        """Record the worker's own txn and the highest write id it compacts (Hive's
+        ``updateCompactorState``); committing that txn stamps ``next_txn_id``."""
+        self._update(cq_id, ("w",), cq_txn_id=txn_id, cq_highest_write_id=highest_write_id)
+
+    def set_spark_app_id(self, cq_id: int, app_id: str) -> None:
+        self._update(cq_id, ("w",), cq_hadoop_job_id=app_id[:128])
+
+    def mark_compacted(self, cq_id: int) -> None:
+        """working -> ready for cleaning (after the compactor's txn committed)."""
+        self._update(cq_id, ("w",), cq_state="r")
+
+    def mark_failed(self, cq_id: int, error: str) -> None:
+        self._finish(cq_id, "f", error, allowed=("i", "w", "r"))
+
+    def mark_refused(self, cq_id: int, reason: str) -> None:
+        self._finish(cq_id, "c", reason, allowed=("i", "w"))
+
+    def mark_cleaned(self, cq_id: int) -> None:
+        """ready for cleaning -> succeeded; call only once the obsolete files are really gone."""
+        self._finish(cq_id, "s", None, allowed=("r",))
+
+    def requeue(self, cq_id: int, reason: str) -> None:
+        """Give a request back to the queue (its worker died); the next worker starts over."""
+        self._update(cq_id, ("w",), cq_state="i", cq_worker_id=None, cq_start=None, cq_txn_id=None,
+                     cq_highest_write_id=None, cq_hadoop_job_id=None, cq_error_message=reason[:8000])
+
+    def _update(self, cq_id: int, allowed: tuple[str, ...], **values: object) -> None:
+        with self.store.write() as conn:
+            state = conn.execute(self.store.for_update(select(cq.c.cq_state).where(cq.c.cq_id == cq_id))).scalar()
+            if state is None:
+                raise self._not_queued(conn, cq_id)
+            if state not in allowed:
+                raise CompactionError(f"compaction {cq_id} is {CompactionState(state).label}, expected "
+                                      + " or ".join(CompactionState(a).label for a in allowed))
+            conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(**values))
+
+    def _finish(self, cq_id: int, state: str, error: str | None, allowed: tuple[str, ...]) -> None:
+        now = self.store.clock()
+        with self.store.write() as conn:
+            row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
+            if row is None:
+                raise self._not_queued(conn, cq_id)
+            if row["cq_state"] not in allowed:
+                raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, cannot "
+                                      f"become {CompactionState(state).label}")
+            conn.execute(insert(cc).values(**_to_history(dict(row), state, now, error)))
+            conn.execute(delete(cq).where(cq.c.cq_id == cq_id))
+
+    @staticmethod
+    def _not_queued(conn: Connection, cq_id: int) -> Exception:
+        ended = conn.execute(select(cc.c.cc_state).where(cc.c.cc_id == cq_id)).scalar()
+        if ended is None:
+            return NoSuchObjectError(f"unknown compaction id {cq_id}")
+        return CompactionError(f"compaction {cq_id} already ended: {CompactionState(ended).label}")
+
+    def get(self, cq_id: int) -> CompactionInfo:
+        found = self.show(cq_id=cq_id)
+        if not found:
+            raise NoSuchObjectError(f"unknown compaction id {cq_id}")
+        return found[0]
+
+    def show(self, *, db: str | None = None, table: str | None = None, partition: str | None = None,
+             states: list[CompactionState] | None = None, type: CompactionType | None = None,
+             cq_id: int | None = None, limit: int | None = None) -> list[CompactionInfo]:
+        """SHOW COMPACTIONS: queue and history, newest last."""
+        out: list[CompactionInfo] = []
+        with self.store.read() as conn:
+            for t, p in ((cq, "cq"), (cc, "cc")):
+                c = t.c
+                q = select(t)
+                if cq_id is not None:
+                    q = q.where(c[f"{p}_id"] == cq_id)
+                if db:
+                    q = q.where(c[f"{p}_database"] == db.lower())
+                if table:
+                    q = q.where(c[f"{p}_table"] == table.lower())
+                if partition is not None:
+                    q = q.where(c[f"{p}_partition"] == partition)
+                if states:
+                    q = q.where(c[f"{p}_state"].in_([CompactionState.parse(s).value for s in states]))
+                if type is not None:
+                    q = q.where(c[f"{p}_type"] == CompactionType.parse(type).value)
+                out.extend(_info(dict(r), p) for r in conn.execute(q).mappings())
+        out.sort(key=lambda i: i.id)
+        return out[-limit:] if limit else out
+
+    def latest(self, table: str, partition: str | None = None) -> CompactionInfo | None:
+        info = self.catalog.get_table(table)
+        found = self.show(db=info.db, table=info.name,
+                          partition=None if partition is None else self.catalog.check_partition_name(info, partition))
+        found = [f for f in found if f.state is not CompactionState.DID_NOT_INITIATE]
+        return found[-1] if found else None
+
+    def ready_for_cleaning(self) -> list[CompactionInfo]:
+        """``ready for cleaning`` requests no open txn can still need the old files of: every txn
+        open when the compactor committed has ended (``next_txn_id <= min open txn``)."""
+        with self.store.read() as conn:
+            low = conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == "o")).scalar()
+            q = select(cq).where(cq.c.cq_state == "r", cq.c.cq_next_txn_id.is_not(None)).order_by(
+                cq.c.cq_highest_write_id, cq.c.cq_id)
+            if low is not None:
+                q = q.where(cq.c.cq_next_txn_id <= low)
+            return [_info(dict(r), "cq") for r in conn.execute(q).mappings()]
+
+    def working_since(self, older_than_ms: int) -> list[CompactionInfo]:
+        """Requests a worker claimed before ``older_than_ms`` and still holds (maybe dead)."""
+        with self.store.read() as conn:
+            return [_info(dict(r), "cq") for r in conn.execute(select(cq).where(
+                cq.c.cq_state == "w", cq.c.cq_start < older_than_ms)).mappings()]
+
+    def purge_history(self, succeeded: int = 3, failed: int = 3, did_not_initiate: int = 2,
+                      refused: int = 3) -> int:
+        """Keep only the newest N history entries per state and table/partition (Hive's
+        ``hive.compactor.history.retention.*``)."""
+        keep = {"s": succeeded, "f": failed, "a": did_not_initiate, "c": refused}
+        with self.store.write() as conn:
+            rows = conn.execute(select(cc.c.cc_id, cc.c.cc_database, cc.c.cc_table, cc.c.cc_partition,
+                                       cc.c.cc_state).order_by(cc.c.cc_id.desc())).all()
+            seen: dict[tuple, int] = {}
+            doomed = []
+            for cid, d, t, p, st in rows:
+                k = (d, t, p, st)
+                seen[k] = seen.get(k, 0) + 1
+                if seen[k] > keep.get(st, 3):
+                    doomed.append(cid)
+            for i in range(0, len(doomed), 500):
+                conn.execute(delete(cc).where(cc.c.cc_id.in_(doomed[i:i + 500])))
+        return len(doomed)
