@@ -6,7 +6,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from ..acid.errors import AcidError
@@ -103,11 +103,10 @@ class Catalog:
         name = check_identifier(name, "database name")
         loc = normalize_location(location) if location else join_location(self.warehouse, f"{name}.db")
         with self.store.write() as conn:
-            if conn.execute(select(dbs.c.name).where(dbs.c.name == name)).first():
-                if if_not_exists:
-                    return name
+            added = conn.execute(self.store.insert_ignore(dbs).values(
+                name=name, location=loc, created_at=self.store.clock())).rowcount
+            if not added and not if_not_exists:
                 raise AlreadyExistsError(f"database {name!r} already exists")
-            conn.execute(insert(dbs).values(name=name, location=loc, created_at=self.store.clock()))
         return name
 
     def list_databases(self) -> list[str]:
@@ -146,21 +145,25 @@ class Catalog:
             if db_row is None:
                 if not create_database:
                     raise NoSuchObjectError(f"unknown database {db!r}")
-                db_loc = join_location(self.warehouse, f"{db}.db")
-                conn.execute(insert(dbs).values(name=db, location=db_loc, created_at=now))
-            else:
-                db_loc = db_row[0]
+                conn.execute(self.store.insert_ignore(dbs).values(
+                    name=db, location=join_location(self.warehouse, f"{db}.db"), created_at=now))
+                db_row = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).first()
+            db_loc = db_row[0]
             existing = self._get(conn, db, name)
             if existing is not None:
                 if if_not_exists:
                     return existing
                 raise AlreadyExistsError(f"table {db}.{name} already exists")
             loc = normalize_location(location) if location else join_location(db_loc, name)
-            conn.execute(insert(tbls).values(
+            inserted = conn.execute(self.store.insert_ignore(tbls).values(
                 db=db, name=name, location=loc, columns=format_columns(cols),
                 partition_columns=format_columns(part_cols), bucket_columns=",".join(bucket_cols),
                 num_buckets=buckets if bucket_cols else 0, properties=json.dumps(props, sort_keys=True),
-                created_at=now))
+                created_at=now)).rowcount
+            if not inserted:   # created concurrently since we looked
+                if if_not_exists:
+                    return self._get(conn, db, name)
+                raise AlreadyExistsError(f"table {db}.{name} already exists")
             Counters(self.store.is_sqlite).create_write_id_counter(conn, db, name)
             return self._get(conn, db, name)
 
@@ -268,15 +271,10 @@ class Catalog:
     def add_partitions(self, conn: Connection, db: str, table: str, names: list[str], txn_id: int) -> None:
         """Record partitions a committing write created (inside the commit's transaction)."""
         names = sorted({n for n in names if n != NO_PARTITION})
-        if not names:
-            return
-        have = {r[0] for r in conn.execute(select(partitions.c.part_name).where(
-            partitions.c.db == db, partitions.c.tbl == table, partitions.c.part_name.in_(names)))}
-        new = [n for n in names if n not in have]
-        if new:
+        if names:
             now = self.store.clock()
-            conn.execute(insert(partitions), [
-                {"db": db, "tbl": table, "part_name": n, "created_at": now, "created_by_txn": txn_id} for n in new])
+            conn.execute(self.store.insert_ignore(partitions), [
+                {"db": db, "tbl": table, "part_name": n, "created_at": now, "created_by_txn": txn_id} for n in names])
 
     def list_partitions(self, qualified: str) -> list[str]:
         db, name = split_name(qualified)

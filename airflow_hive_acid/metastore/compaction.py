@@ -80,6 +80,7 @@ class CompactionQueue:
         part = self.catalog.check_partition_name(info, partition or NO_PARTITION)
         now = self.store.clock()
         with self.store.write() as conn:
+            cq_id = self._next_id(conn)   # takes the counter row lock first: enqueues queue here
             existing = conn.execute(select(cq.c.cq_id, cq.c.cq_state).where(
                 cq.c.cq_database == info.db, cq.c.cq_table == info.name, cq.c.cq_partition == part,
                 cq.c.cq_state.in_(_ACTIVE)).order_by(cq.c.cq_id).limit(1)).first()
@@ -87,7 +88,6 @@ class CompactionQueue:
                 state = CompactionState(existing[1])
                 return EnqueueResult(existing[0], state, False,
                                      f"Compaction already enqueued with id {existing[0]}; State is {state.label}")
-            cq_id = self._next_id(conn)
             conn.execute(insert(cq).values(
                 cq_id=cq_id, cq_database=info.db, cq_table=info.name, cq_partition=part, cq_state="i",
                 cq_type=ctype.value, cq_enqueue_time=now, cq_initiator_id=initiator_id, cq_meta_info=reason,

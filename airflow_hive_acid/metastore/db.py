@@ -127,6 +127,14 @@ class Store:
             return stmt
         return stmt.with_for_update(read=shared, skip_locked=skip_locked)
 
+    def insert_ignore(self, table: Any) -> Any:
+        """``INSERT ... ON CONFLICT DO NOTHING``: concurrent writers adding the same row both succeed."""
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        return dialect_insert(table).on_conflict_do_nothing()
+
     def has_schema(self) -> bool:
         return inspect(self.engine).has_table("ha_config")
 
