@@ -244,6 +244,159 @@ def cmd_housekeeper(args: argparse.Namespace) -> None:
     emit(args, report.to_dict())
 
 
+# -- data commands (each runs a Spark job in its own transaction) ----------------------------------
+def _runner(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .spark.launcher import LocalSubmitter
+    from .statements import StatementRunner
+    log = (lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None)
+    return StatementRunner(_ms(args), LocalSubmitter(master=args.master, log=log), agent_info="hive-acid cli")
+
+
+def _source(args: argparse.Namespace) -> dict:
+    if getattr(args, "source_table", None):
+        ms = _ms(args)
+        from .statements import table_spec
+        info = ms.catalog.get_table(args.source_table)
+        snap = ms.txns.snapshot(info.qualified_name)
+        return {"table": table_spec(info).__dict__,
+                "snapshot": {"valid_txns": snap.valid_txns.to_string(),
+                             "valid_write_ids": snap.valid_write_ids.to_string()}}
+    if not args.source:
+        raise CliError("give --source PATH (or --source-table DB.TABLE)")
+    return {"path": args.source, "format": args.format, "options": _kv(args.option, "--option")}
+
+
+def _partition_dict(text: str | None) -> dict[str, str] | None:
+    if not text:
+        return None
+    return _kv(text.split(","), "--partition")
+
+
+def _report(args: argparse.Namespace, result) -> None:  # type: ignore[no-untyped-def]
+    d = result.to_dict()
+    emit(args, d, lambda: print(
+        f"{args.command.upper()} {d['table']}: {d['rows_inserted']} inserted, {d['rows_updated']} updated, "
+        f"{d['rows_deleted']} deleted in {len(d['partitions'])} partition(s); write id {d['write_id']}, "
+        f"transaction {d['txn_id']} committed"))
+
+
+def cmd_insert(args: argparse.Namespace) -> None:
+    _report(args, _runner(args).run("insert", args.table, {
+        "source": _source(args), "overwrite": args.overwrite, "partition": _partition_dict(args.partition)}))
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    _report(args, _runner(args).run("delete", args.table, {"where": args.where}))
+
+
+def cmd_update(args: argparse.Namespace) -> None:
+    from .spark.protocol import split_top_level
+    sets: dict[str, str] = {}
+    for item in args.set:
+        for part in split_top_level(item):
+            if "=" not in part:
+                raise CliError(f"--set {part!r} is not 'column = expression'")
+            col, expr = part.split("=", 1)
+            sets[col.strip().lower()] = expr.strip()
+    _report(args, _runner(args).run("update", args.table, {"set": sets, "where": args.where}))
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from .spark.protocol import parse_merge_clause
+    clauses = [parse_merge_clause(c).__dict__ for c in (args.clause or [])]
+    if not clauses:
+        raise CliError("give at least one --clause, e.g. --clause 'WHEN MATCHED THEN UPDATE SET v = s.v' "
+                       "--clause 'WHEN NOT MATCHED THEN INSERT *'")
+    on: list[str] | str = args.on_expr if args.on_expr else [k.strip().lower() for k in ",".join(args.on or []).split(",") if k.strip()]
+    _report(args, _runner(args).run("merge", args.table, {"source": _source(args), "on": on, "clauses": clauses}))
+
+
+def cmd_read(args: argparse.Namespace) -> None:
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="hive-acid-read-") as tmp:
+        out = f"{tmp}/rows.jsonl"
+        read_args = {"output": out, "limit": args.limit, "partition": args.partition, "where": args.where,
+                     "columns": [c.strip().lower() for c in args.columns.split(",")] if args.columns else None,
+                     "with_row_id": args.row_id, "order_by": args.order_by.split(",") if args.order_by else None}
+        _runner(args).read(args.table, read_args, at_write_id=args.at_write_id)
+        with open(out) as fh:
+            rows = [json.loads(line) for line in fh]
+    if args.json:
+        for r in rows:
+            print(json.dumps(r, default=str))
+    elif rows:
+        cols = list(rows[0])
+        print_table(rows, [(c, c) for c in cols])
+
+
+def cmd_dirs(args: argparse.Namespace) -> None:
+    """AcidState of every partition: what a reader picks and why the rest is skipped (no Spark)."""
+    from .acid import fs as afs
+    from .acid.state import get_acid_state
+    ms = _ms(args)
+    info = ms.catalog.get_table(args.table)
+    snap = ms.txns.snapshot(info.qualified_name, txn_id=args.txn)
+    fs, root = afs.filesystem_for(info.location)
+    only = [ms.catalog.partition_name(info, args.partition)] if args.partition else None
+    listing = afs.list_table(fs, root, [c.name for c in info.partition_columns], only)
+    out = []
+    for part in sorted(listing.partitions):
+        st = get_acid_state(listing.partitions[part], snap.valid_write_ids, snap.valid_txns)
+        out.append({"partition": part or None,
+                    "base": st.base.parsed.name if st.base else None,
+                    "deltas": [d.parsed.name for d in st.deltas],
+                    "delete_deltas": [d.parsed.name for d in st.delete_deltas],
+                    "original_files": [p for p, _ in st.original_files],
+                    "obsolete": sorted(st.obsolete), "aborted": sorted(st.aborted),
+                    "skipped": dict(sorted(st.skipped.items()))})
+    payload = {"table": info.qualified_name, "location": info.location,
+               "valid_write_ids": snap.valid_write_ids.to_string(), "partitions": out}
+
+    def human() -> None:
+        print(f"{info.qualified_name} at {info.location}\nsnapshot {payload['valid_write_ids']}")
+        for p in out:
+            print(f"\n[{p['partition'] or '(table)'}]")
+            for name in ([p["base"]] if p["base"] else []) + p["deltas"] + p["delete_deltas"]:
+                print(f"  read    {name}")
+            for name in p["original_files"]:
+                print(f"  read    {name} (original file)")
+            for name, why in p["skipped"].items():
+                print(f"  skip    {name}: {why}")
+
+    emit(args, payload, human)
+
+
+def cmd_register(args: argparse.Namespace) -> None:
+    """Adopt a table directory Hive wrote: its write ids become committed history."""
+    from .acid import fs as afs
+    from .acid.names import parse_dir
+    ms = _ms(args)
+    fs, root = afs.filesystem_for(args.location)
+    if not afs.exists(fs, root):
+        raise CliError(f"location {args.location} does not exist")
+    info = ms.catalog.create_table(args.table, args.columns, partitioned_by=args.partitioned_by,
+                                   bucketed_by=args.bucketed_by, buckets=args.buckets or 0, location=args.location,
+                                   properties=_kv(args.property, "--property"))
+    listing = afs.list_table(fs, root, [c.name for c in info.partition_columns])
+    max_wid = 0
+    for entries in listing.partitions.values():
+        for e in entries:
+            if e.is_dir and (e.name.startswith(("base_", "delta_", "delete_delta_"))):
+                p = parse_dir(e.name)
+                max_wid = max(max_wid, p.write_id if p.kind == "base" else p.max_write_id)
+    aborted = [int(x) for x in (args.aborted or "").split(",") if x.strip()]
+    ms.txns.adopt_history(info.qualified_name, max_wid, aborted)
+    parts = sorted(p for p in listing.partitions if p)
+    if parts:
+        txn = ms.txns.open_txn(agent_info="hive-acid register")
+        with ms.store.write() as conn:
+            ms.catalog.add_partitions(conn, info.db, info.name, parts, txn)
+        ms.txns.commit_txn(txn)
+    d = {**info.to_dict(), "adopted_write_ids": max_wid, "aborted_write_ids": aborted, "partitions": parts}
+    emit(args, d, lambda: print(f"Registered {info.qualified_name} at {info.location}: write ids 1..{max_wid} "
+                                f"adopted ({len(aborted)} aborted), {len(parts)} partition(s)"))
+
+
 # -- parser --------------------------------------------------------------------------------------
 def _txn_id(text: str) -> int:
     try:
@@ -255,6 +408,15 @@ def _txn_id(text: str) -> int:
     return v
 
 
+# --json is accepted after the command too: hive-acid read db.t --json
+_COMMON = argparse.ArgumentParser(add_help=False)
+_COMMON.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _command(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    return sub.add_parser(name, parents=[_COMMON], **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hive-acid", description=__doc__.splitlines()[0])
     p.add_argument("--metastore", default=None,
@@ -263,17 +425,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("init", help="create the metastore schema (idempotent)")
+    s = _command(sub, "init", help="create the metastore schema (idempotent)")
     s.add_argument("--warehouse", help="root folder/URI of table directories")
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="a setting, e.g. hive.txn.timeout=300")
     s.set_defaults(fn=cmd_init)
 
-    s = sub.add_parser("config", help="show or change a metastore-wide setting")
+    s = _command(sub, "config", help="show or change a metastore-wide setting")
     s.add_argument("key", nargs="?")
     s.add_argument("value", nargs="?")
     s.set_defaults(fn=cmd_config)
 
-    s = sub.add_parser("create-table", help="register a transactional table")
+    s = _command(sub, "create-table", help="register a transactional table")
     s.add_argument("table", metavar="DB.TABLE")
     s.add_argument("--columns", required=True, help='"id bigint, name string"')
     s.add_argument("--partitioned-by", help='"ds string"')
@@ -286,55 +448,56 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, fn, helptext in (("describe", cmd_describe, "columns, location, properties, partitions"),
                                ("drop-table", cmd_drop_table, "forget a table (files stay)")):
-        s = sub.add_parser(name, help=helptext)
+        s = _command(sub, name, help=helptext)
         s.add_argument("table", metavar="DB.TABLE")
         s.set_defaults(fn=fn)
 
-    s = sub.add_parser("alter-table", help="set table properties")
+    s = _command(sub, "alter-table", help="set table properties")
     s.add_argument("table", metavar="DB.TABLE")
     s.add_argument("--property", action="append", required=True, metavar="K=V")
     s.set_defaults(fn=cmd_alter_table)
 
-    s = sub.add_parser("list-tables", help="tables of one or all databases")
+    s = _command(sub, "list-tables", help="tables of one or all databases")
     s.add_argument("db", nargs="?")
     s.set_defaults(fn=cmd_list_tables)
 
-    txn = sub.add_parser("txn", help="transaction lifecycle").add_subparsers(dest="txn_cmd", required=True,
+    txn = _command(sub, "txn", help="transaction lifecycle").add_subparsers(dest="txn_cmd", required=True,
                                                                             metavar="ACTION")
-    s = txn.add_parser("open", help="open a transaction")
+
+    s = _command(txn, "open", help="open a transaction")
     s.add_argument("--count", type=int, default=1)
     s.add_argument("--agent-info")
     s.set_defaults(fn=cmd_txn_open)
-    s = txn.add_parser("allocate", help="allocate the txn's write id for tables")
+    s = _command(txn, "allocate", help="allocate the txn's write id for tables")
     s.add_argument("txn", type=_txn_id)
     s.add_argument("tables", nargs="+", metavar="DB.TABLE")
     s.set_defaults(fn=cmd_txn_allocate)
-    s = txn.add_parser("commit", help="commit a transaction")
+    s = _command(txn, "commit", help="commit a transaction")
     s.add_argument("txn", type=_txn_id)
     s.add_argument("--writes", metavar="FILE", help="JSON list of write stats to record")
     s.set_defaults(fn=cmd_txn_commit)
-    s = txn.add_parser("abort", help="abort a transaction")
+    s = _command(txn, "abort", help="abort a transaction")
     s.add_argument("txn", type=_txn_id)
     s.add_argument("--reason", default="aborted by user")
     s.set_defaults(fn=cmd_txn_abort)
-    s = txn.add_parser("heartbeat", help="keep a transaction alive")
+    s = _command(txn, "heartbeat", help="keep a transaction alive")
     s.add_argument("txn", type=_txn_id)
     s.set_defaults(fn=cmd_txn_heartbeat)
-    s = txn.add_parser("show", help="one transaction with its write ids")
+    s = _command(txn, "show", help="one transaction with its write ids")
     s.add_argument("txn", type=_txn_id)
     s.set_defaults(fn=cmd_txn_show)
 
-    s = sub.add_parser("snapshot", help="the table's ValidWriteIdList now (or as a txn sees it)")
+    s = _command(sub, "snapshot", help="the table's ValidWriteIdList now (or as a txn sees it)")
     s.add_argument("table", metavar="DB.TABLE")
     s.add_argument("--txn", type=_txn_id)
     s.set_defaults(fn=cmd_snapshot)
 
-    s = sub.add_parser("parse-writeids", help="check and explain a ValidWriteIdList string")
+    s = _command(sub, "parse-writeids", help="check and explain a ValidWriteIdList string")
     s.add_argument("valid_write_ids")
     s.add_argument("--write-id", type=int, help="also say whether this write id is valid")
     s.set_defaults(fn=cmd_parse_writeids)
 
-    s = sub.add_parser("show", help="SHOW TRANSACTIONS | LOCKS | COMPACTIONS")
+    s = _command(sub, "show", help="SHOW TRANSACTIONS | LOCKS | COMPACTIONS")
     s.add_argument("what", choices=["transactions", "locks", "compactions"])
     s.add_argument("target", nargs="?", metavar="DB[.TABLE]")
     s.add_argument("--all", action="store_true", help="transactions: include committed ones")
@@ -345,29 +508,97 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int)
     s.set_defaults(fn=cmd_show)
 
-    s = sub.add_parser("abort-transactions", help="ABORT TRANSACTIONS id [id ...]")
+    s = _command(sub, "abort-transactions", help="ABORT TRANSACTIONS id [id ...]")
     s.add_argument("txns", nargs="+", type=_txn_id)
     s.add_argument("--reason", default="aborted by user")
     s.set_defaults(fn=cmd_abort_transactions)
 
-    s = sub.add_parser("housekeeper", help="abort timed-out txns, purge old bookkeeping, requeue dead compactions")
+    s = _command(sub, "housekeeper", help="abort timed-out txns, purge old bookkeeping, requeue dead compactions")
     s.set_defaults(fn=cmd_housekeeper)
 
-    for register in EXTRA_COMMANDS:
-        register(sub)
+    _data_parsers(sub)
     return p
 
 
-# Later layers (data commands, compaction) add their sub-commands here.
-EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+def _data_parsers(sub: Any) -> None:
+    def spark_opts(s: argparse.ArgumentParser) -> None:
+        s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
+        s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
+
+    def source_opts(s: argparse.ArgumentParser) -> None:
+        s.add_argument("--source", help="file or directory of rows (orc, parquet, csv, json)")
+        s.add_argument("--source-table", metavar="DB.TABLE", help="another ACID table, read at its latest snapshot")
+        s.add_argument("--format", help="source format if the path does not tell")
+        s.add_argument("--option", action="append", metavar="K=V", help="source reader option (repeatable)")
+
+    s = _command(sub, "insert", help="INSERT [OVERWRITE] rows from a file into a table")
+    s.add_argument("table", metavar="DB.TABLE")
+    source_opts(s)
+    s.add_argument("--overwrite", action="store_true", help="INSERT OVERWRITE (the table, or --partition)")
+    s.add_argument("--partition", help="static partition col=value[,col=value]")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_insert)
+
+    s = _command(sub, "delete", help="DELETE FROM table WHERE expr")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--where", required=True, help="Spark SQL condition")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_delete)
+
+    s = _command(sub, "update", help="UPDATE table SET col = expr WHERE expr")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--set", action="append", required=True, help='"col = expr" (repeatable)')
+    s.add_argument("--where", help="Spark SQL condition (default: every row)")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_update)
+
+    s = _command(sub, "merge", help="MERGE INTO table t USING source s ON keys WHEN ...")
+    s.add_argument("table", metavar="DB.TABLE")
+    source_opts(s)
+    s.add_argument("--on", action="append", help="key column(s), comma-separated or repeated")
+    s.add_argument("--on-expr", help="a full ON condition over t.* and s.* instead of --on")
+    s.add_argument("--clause", action="append", help="\"WHEN MATCHED [AND cond] THEN UPDATE SET c = s.c | DELETE\", "
+                   "\"WHEN NOT MATCHED THEN INSERT *\", \"WHEN NOT MATCHED BY SOURCE THEN DELETE\" (in order)")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_merge)
+
+    s = _command(sub, "read", help="rows of a table at its latest (or an older) snapshot")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--partition", help="col=value[,col=value]")
+    s.add_argument("--at-write-id", type=int, help="read as of this write id")
+    s.add_argument("--limit", type=int)
+    s.add_argument("--columns", help="comma-separated columns")
+    s.add_argument("--where", help="Spark SQL condition")
+    s.add_argument("--order-by", help="comma-separated columns")
+    s.add_argument("--row-id", action="store_true", help="include ROW__ID")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_read)
+
+    s = _command(sub, "dirs", help="the directories a reader picks per partition, and why others are skipped")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--partition", help="col=value[,col=value]")
+    s.add_argument("--txn", type=_txn_id, help="as this transaction sees the table")
+    s.set_defaults(fn=cmd_dirs)
+
+    s = _command(sub, "register", help="adopt a table directory Hive already wrote")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--location", required=True)
+    s.add_argument("--columns", required=True)
+    s.add_argument("--partitioned-by")
+    s.add_argument("--bucketed-by")
+    s.add_argument("--buckets", type=int)
+    s.add_argument("--property", action="append", metavar="K=V")
+    s.add_argument("--aborted", help="write ids Hive aborted, comma-separated (they stay invisible)")
+    s.set_defaults(fn=cmd_register)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .spark.launcher import JobFailed
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         args.fn(args)
-    except (MetastoreError, AcidError, CliError, ValueError, OSError) as exc:
+    except (MetastoreError, AcidError, CliError, JobFailed, ValueError, OSError) as exc:
         print(f"hive-acid: error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -89,3 +89,59 @@ def ms(metastore_url: str, warehouse: Path):
         yield m
     finally:
         m.close()
+
+
+# -- Spark ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the in-process Spark tests (end-to-end tests use spark-submit)."""
+    import sys
+    from airflow_hive_acid.spark.launcher import job_env
+    os.environ.update({k: v for k, v in job_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON",
+                                                                    "PYSPARK_DRIVER_PYTHON")})
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from airflow_hive_acid.spark.session import get_session
+    from pyspark.sql import SparkSession
+    builder = (SparkSession.builder.master("local[2]").appName("hive-acid-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+               .config("spark.default.parallelism", "2").config("spark.speculation", "false")
+               .config("spark.driver.memory", "1g").config("spark.ui.showConsoleProgress", "false"))
+    s = builder.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    s = get_session()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def in_process(spark):
+    """A submit function that runs job specs in the shared session instead of spark-submit."""
+    from airflow_hive_acid.spark.launcher import JobFailed
+    from airflow_hive_acid.spark.runner import run_job
+
+    def submit(spec, _spec_path):
+        m = run_job(spark, spec)
+        m.save(spec.manifest_path)
+        if not m.ok:
+            raise JobFailed(f"{spec.job} job failed: {m.error}", m)
+        return m
+
+    return submit
+
+
+@pytest.fixture
+def sqlite_ms(tmp_path: Path, warehouse: Path):
+    """An SQLite metastore: the data-path tests are about files, not about the backend."""
+    from airflow_hive_acid.metastore import Metastore
+    m = Metastore.initialize(f"sqlite:///{tmp_path / 'metastore.db'}", warehouse=str(warehouse))
+    try:
+        yield m
+    finally:
+        m.close()
+
+
+@pytest.fixture
+def runner(sqlite_ms, in_process):
+    """A StatementRunner over an SQLite metastore, running jobs in the shared SparkSession."""
+    from airflow_hive_acid.statements import StatementRunner
+    return StatementRunner(sqlite_ms, in_process, lock_wait=5)

@@ -39,7 +39,7 @@ class DirEntry:
 
     def data_files(self) -> list["DirEntry"]:
         """Files a reader opens: bucket files, or any non-hidden file of raw (MM / LOAD) dirs."""
-        return [c for c in self.children if not c.is_dir and not is_hidden(c.name)
+        return [c for c in self.children if not c.is_dir and not c.name.startswith(("_", "."))
                 and not c.name.endswith("_flush_length")]
 
     @property

@@ -80,6 +80,15 @@ class Counters:
         last = conn.execute(select(func.pg_sequence_last_value(write_id_sequence(db, table)))).scalar()
         return last or 0
 
+    def advance_write_id(self, conn: Connection, db: str, table: str, past: int) -> None:
+        """Make the next write id at least ``past + 1`` (adopting a table with history)."""
+        if self.is_sqlite:
+            conn.execute(update(next_write_id).where(
+                next_write_id.c.nwi_database == db, next_write_id.c.nwi_table == table,
+                next_write_id.c.nwi_next <= past).values(nwi_next=past + 1))
+        elif past > self.write_id_high_watermark(conn, db, table):
+            conn.execute(select(func.setval(write_id_sequence(db, table), past, True)))
+
     @staticmethod
     def _sequence_exists(conn: Connection, db: str, table: str) -> bool:
         return conn.execute(select(func.to_regclass(write_id_sequence(db, table)))).scalar() is not None

@@ -153,10 +153,21 @@ write_stats = Table(  # per committed write: what it added, so the initiator nev
     Column("delete_delta_bytes", BigInteger, nullable=False),
     Column("base_files", Integer, nullable=False),
     Column("base_bytes", BigInteger, nullable=False),
-    Column("committed_at", BigInteger, nullable=False),
+    Column("committed_at", BigInteger),   # NULL while the txn is open (a statement recorded it)
 )
 Index("wstats_entity_idx", write_stats.c.ws_database, write_stats.c.ws_table, write_stats.c.ws_partition,
       write_stats.c.ws_writeid)
+
+txn_statements = Table(  # statement ids within a txn, stable for a caller's key (task retries)
+    "txn_statements", metadata,
+    Column("ts_txnid", BigInteger, nullable=False),
+    Column("ts_database", NAME, nullable=False),
+    Column("ts_table", NAME, nullable=False),
+    Column("ts_key", String(256), nullable=False),
+    Column("ts_stmt_id", Integer, nullable=False),
+    PrimaryKeyConstraint("ts_txnid", "ts_database", "ts_table", "ts_key"),
+    UniqueConstraint("ts_txnid", "ts_database", "ts_table", "ts_stmt_id", name="ts_stmt_uq"),
+)
 
 # -- locks -----------------------------------------------------------------------------------
 next_lock_id = Table(

@@ -26,10 +26,10 @@ from .errors import (
     InvalidInputError, NoSuchObjectError, TooManyOpenTxnsError, TxnAbortedError, TxnError,
     TxnTimedOutError, WriteConflictError,
 )
-from .models import Operation, TableSnapshot, TxnInfo, TxnState, TxnType, WriteStat
+from .models import Operation, TableInfo, TableSnapshot, TxnInfo, TxnState, TxnType, WriteStat
 from .schema import (
     compaction_queue, completed_txn_components, hive_locks, tbls,
-    txn_components, txn_to_write_id, txns, write_set, write_stats,
+    txn_components, txn_statements, txn_to_write_id, txns, write_set, write_stats,
 )
 
 REASON_TIMED_OUT = "timed out"
@@ -328,21 +328,79 @@ class TxnManager:
             conn.execute(insert(txn_components), rows)
 
     # -- commit -------------------------------------------------------------------------------
+    # -- statements and their writes --------------------------------------------------------
+    def statement_id(self, txn_id: int, table: str, key: str = "default") -> int:
+        """The statement id for ``key`` (e.g. an Airflow task id) in this txn and table: 0, 1, ...
+        in order of first request, the same id again for the same key (a retried task)."""
+        db, tbl = split_name(table)
+        if not key or len(key) > 256:
+            raise InvalidInputError("a statement key must be 1..256 characters")
+
+        def run(conn: Connection) -> int:
+            self._check_open(conn, txn_id, lock_row=True)   # serialises statements of this txn
+            self._write_id_for(conn, txn_id, db, tbl)
+            have = conn.execute(select(txn_statements.c.ts_stmt_id).where(
+                txn_statements.c.ts_txnid == txn_id, txn_statements.c.ts_database == db,
+                txn_statements.c.ts_table == tbl, txn_statements.c.ts_key == key)).scalar()
+            if have is not None:
+                return have
+            nxt = conn.execute(select(func.count()).select_from(txn_statements).where(
+                txn_statements.c.ts_txnid == txn_id, txn_statements.c.ts_database == db,
+                txn_statements.c.ts_table == tbl)).scalar_one()
+            conn.execute(insert(txn_statements).values(ts_txnid=txn_id, ts_database=db, ts_table=tbl,
+                                                       ts_key=key, ts_stmt_id=nxt))
+            return nxt
+
+        return self._run_checked(txn_id, run)
+
+    def add_writes(self, txn_id: int, writes: Iterable[WriteStat]) -> None:
+        """Record what a statement wrote (partitions, operation, stats) before the txn commits:
+        the commit then knows every statement's writes, and if the txn aborts the cleaner knows
+        where its files are."""
+        writes = list(writes)
+        self._check_writes(writes)
+
+        def run(conn: Connection) -> None:
+            self._check_open(conn, txn_id, lock_row=True)
+            self._record_writes(conn, txn_id, writes, None)
+
+        self._run_checked(txn_id, run)
+
+    def _check_writes(self, writes: list[WriteStat]) -> None:
+        tables: dict[str, TableInfo] = {}
+        for w in writes:
+            key = f"{w.db}.{w.table}"
+            if key not in tables:
+                tables[key] = self.catalog.get_table(key)
+            self.catalog.check_partition_name(tables[key], w.partition)
+
+    def _record_writes(self, conn: Connection, txn_id: int, writes: list[WriteStat], now: int | None) -> None:
+        if not writes:
+            return
+        own = {(r[0], r[1]): r[2] for r in conn.execute(select(
+            txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txn_to_write_id.c.t2w_writeid)
+            .where(txn_to_write_id.c.t2w_txnid == txn_id))}
+        for w in writes:
+            if own.get((w.db, w.table)) != w.write_id:
+                raise InvalidInputError(
+                    f"write stat for {w.db}.{w.table} names write id {w.write_id}, but transaction "
+                    f"{txn_id} holds write id {own.get((w.db, w.table))} for that table")
+        for w in writes:
+            self._insert_components(conn, txn_id, w.db, w.table, [w.partition], w.operation, w.write_id)
+        conn.execute(insert(write_stats), [_stat_row(w, txn_id, now) for w in writes])
+
+    # -- commit -------------------------------------------------------------------------------
     def commit_txn(self, txn_id: int, writes: Iterable[WriteStat] = ()) -> CommitResult:
-        """Commit: record the writes' stats and partitions, check write-write conflicts, release
-        locks. Committing an already committed txn is a no-op (a retried task finds it done)."""
+        """Commit: record ``writes`` (and what statements recorded with ``add_writes``), check
+        write-write conflicts, register new partitions, release locks. Committing an already
+        committed txn is a no-op (a retried task finds it done)."""
         _check_txn_id(txn_id)
         writes = list(writes)
         if not writes and self.store.fast is not None:
             now = self.store.clock()
             if self.store.fast.commit_plain(txn_id, now, now - self.timeout_ms):
                 return CommitResult(txn_id)
-        tables = {}
-        for w in writes:
-            key = f"{w.db}.{w.table}"
-            if key not in tables:
-                tables[key] = self.catalog.get_table(key)
-            self.catalog.check_partition_name(tables[key], w.partition)
+        self._check_writes(writes)
         conflict: list[WriteConflictError] = []
 
         def run(conn: Connection) -> CommitResult:
@@ -357,21 +415,12 @@ class TxnManager:
                     return CommitResult(txn_id, already_committed=True)
                 self._check_row(txn_id, row)
                 raise _Expired(txn_id)   # open but its heartbeat just expired
-            recorded = conn.execute(_TAKE_COMPONENTS, {"b_txn": txn_id}).all()
-            comps: dict[tuple[str, str, str], tuple[str, int | None]] = {
-                (r[0], r[1], r[2]): (r[3], r[4]) for r in recorded}
-            if writes:
-                own = {(r[0], r[1]): r[2] for r in conn.execute(select(
-                    txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txn_to_write_id.c.t2w_writeid)
-                    .where(txn_to_write_id.c.t2w_txnid == txn_id))}
-                for w in writes:
-                    if own.get((w.db, w.table)) != w.write_id:
-                        raise InvalidInputError(
-                            f"write stat for {w.db}.{w.table} names write id {w.write_id}, but transaction "
-                            f"{txn_id} holds write id {own.get((w.db, w.table))} for that table")
-                    prev = comps.get((w.db, w.table, w.partition))
-                    if prev is None or (w.operation.rewrites and prev[0] == "i"):
-                        comps[(w.db, w.table, w.partition)] = (w.operation.value, w.write_id)
+            self._record_writes(conn, txn_id, writes, None)
+            comps: dict[tuple[str, str, str], tuple[str, int | None]] = {}
+            for db, tbl, part, op, wid in conn.execute(_TAKE_COMPONENTS, {"b_txn": txn_id}).all():
+                prev = comps.get((db, tbl, part))
+                if prev is None or (op in "ud" and prev[0] == "i"):
+                    comps[(db, tbl, part)] = (op, wid)
             rewrites = sorted(k for k, v in comps.items() if v[0] in ("u", "d"))
             if rewrites:
                 hit = self._find_conflict(conn, txn_id, {k: comps[k][0] for k in rewrites})
@@ -380,23 +429,24 @@ class TxnManager:
                     where = f"{db}.{tbl}" + (f"/{part}" if part else "")
                     reason = (f"{REASON_WRITE_CONFLICT} on {where} with transaction {other}, "
                               f"which committed an {'update' if op == 'u' else 'delete'} first")
-                    if comps:   # keep them: the cleaner finds the aborted files by them
-                        conn.execute(insert(txn_components), [_component_row(txn_id, k, v) for k, v in comps.items()])
+                    # keep the components: the cleaner finds the aborted files by them
+                    conn.execute(insert(txn_components), [_component_row(txn_id, k, v) for k, v in comps.items()])
                     self._abort_rows(conn, [txn_id], reason, now, from_state="c")
                     conflict.append(WriteConflictError(f"transaction {txn_id} aborted: {reason}", txn_id, reason))
                     return CommitResult(txn_id)
-            for key in {f"{w.db}.{w.table}" for w in writes}:
-                t = tables[key]
-                if t.is_partitioned:
-                    self.catalog.add_partitions(conn, t.db, t.name, [w.partition for w in writes
-                                                                     if (w.db, w.table) == (t.db, t.name)], txn_id)
+            by_table: dict[tuple[str, str], list[str]] = {}
+            for db, tbl, part in comps:
+                if part:
+                    by_table.setdefault((db, tbl), []).append(part)
+            for (db, tbl), parts in sorted(by_table.items()):
+                self.catalog.add_partitions(conn, db, tbl, parts, txn_id)
             if comps:
                 conn.execute(insert(completed_txn_components), [
                     {"ctc_txnid": txn_id, "ctc_database": k[0], "ctc_table": k[1], "ctc_partition": k[2],
                      "ctc_timestamp": now, "ctc_writeid": v[1] or 0, "ctc_update_delete": "Y" if v[0] in "ud" else "N"}
                     for k, v in comps.items()])
-            if writes:
-                conn.execute(insert(write_stats), [_stat_row(w, txn_id, now) for w in writes])
+                conn.execute(update(write_stats).where(write_stats.c.ws_txnid == txn_id,
+                                                       write_stats.c.committed_at.is_(None)).values(committed_at=now))
             conn.execute(_RELEASE_LOCKS, {"b_txn": txn_id})
             if txn_type == int(TxnType.COMPACTION):
                 conn.execute(update(compaction_queue).where(compaction_queue.c.cq_txn_id == txn_id).values(
@@ -444,7 +494,7 @@ class TxnManager:
                 raise TxnError(f"transaction {txn_id} is already committed and cannot be aborted")
             if row[0] == "a":
                 return False
-            for w in writes:
+            for w in writes:    # only where the files are; stats of an aborted txn mean nothing
                 self._insert_components(conn, txn_id, w.db, w.table, [w.partition], w.operation, w.write_id)
             self._abort_rows(conn, [txn_id], reason, now)
         return True
@@ -476,11 +526,13 @@ class TxnManager:
 
     @staticmethod
     def _abort_rows(conn: Connection, ids: list[int], reason: str, now: int, from_state: str = "o") -> None:
+        """Abort: locks go, recorded stats go (nothing was committed), components stay."""
         if not ids:
             return
         conn.execute(update(txns).where(txns.c.txn_id.in_(ids), txns.c.txn_state == from_state).values(
             txn_state="a", txn_meta_info=reason[:4000], txn_ended=now))
         conn.execute(delete(hive_locks).where(hive_locks.c.hl_txnid.in_(ids)))
+        conn.execute(delete(write_stats).where(write_stats.c.ws_txnid.in_(ids), write_stats.c.committed_at.is_(None)))
 
     def abort_timed_out(self) -> list[int]:
         """Abort every open txn whose last heartbeat is older than ``txn_timeout`` (reason
@@ -556,6 +608,27 @@ class TxnManager:
         return ValidWriteIdList(hwm, tuple(open_ids), tuple(aborted), table=f"{db}.{tbl}",
                                 min_open_write_id=min(open_ids) if open_ids else LONG_MAX)
 
+    def adopt_history(self, table: str, max_write_id: int, aborted_write_ids: Iterable[int] = ()) -> None:
+        """A table directory written elsewhere (Hive) comes with write ids up to
+        ``max_write_id``: they become committed history, except ``aborted_write_ids``, which
+        are recorded as written by an aborted txn so readers skip them and the cleaner may
+        remove them."""
+        info = self.catalog.get_table(table)
+        aborted = sorted(set(aborted_write_ids))
+        if max_write_id < 0 or any(a < 1 or a > max_write_id for a in aborted):
+            raise InvalidInputError(f"aborted write ids {aborted} must lie within 1..{max_write_id}")
+        with self.store.write() as conn:
+            if self.counters.write_id_high_watermark(conn, info.db, info.name) > 0:
+                raise InvalidInputError(f"{info.qualified_name} already has write ids; history can only "
+                                        "be adopted by a new table")
+            self.counters.advance_write_id(conn, info.db, info.name, max_write_id)
+        for w in aborted:    # one txn per write id: a txn holds one write id per table
+            holder = self.open_txn(agent_info=f"history of {info.qualified_name}")
+            with self.store.write() as conn:
+                conn.execute(insert(txn_to_write_id).values(
+                    t2w_txnid=holder, t2w_database=info.db, t2w_table=info.name, t2w_writeid=w))
+            self.abort_txn(holder, "aborted before the table was registered")
+
     # -- housekeeping -------------------------------------------------------------------------
     def purge_committed_metadata(self) -> int:
         """Drop ``txn_to_write_id`` rows of committed txns older than every open txn (no snapshot
@@ -568,6 +641,8 @@ class TxnManager:
             n = conn.execute(delete(txn_to_write_id).where(
                 txn_to_write_id.c.t2w_txnid.in_(committed))).rowcount
             conn.execute(delete(write_set).where(write_set.c.ws_commit_id < low))
+            conn.execute(delete(txn_statements).where(txn_statements.c.ts_txnid.in_(
+                select(txns.c.txn_id).where(txns.c.txn_state != "o"))))
         return n
 
     def purge_empty_aborted(self) -> int:

@@ -1,0 +1,420 @@
+"""Reading ACID data files at a snapshot with pyarrow: one bucket of one partition at a time.
+
+A *bucket group* is what one reader task handles: the base and insert-delta files of bucket N
+chosen by AcidState, the delete-delta files of bucket N (delete events are routed to the bucket
+of the row they delete, as Hive, Trino and this project's writer do — checked while reading),
+or the original (pre-ACID) files of bucket N, which get Hive's synthetic ROW__IDs.
+
+Rows are dropped when their ``currentTransaction`` is not valid in the snapshot (only checked
+for directories that span invalid write ids) or when a valid delete event names their
+(originalTransaction, bucket, rowId). Columns nobody asked for are not read.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+
+from . import bucket_codec
+from .errors import AcidError
+from .names import ACID_VERSION_FILE, parse_bucket_file
+from .schema import (
+    ACID_COLUMNS, BUCKET, CURRENT_TRANSACTION, ORIGINAL_TRANSACTION, ROW, ROW_ID, SchemaMismatchError,
+    is_acid_schema,
+)
+from .state import AcidDirectory, original_bucket_id
+from .types import Column
+from .writeids import RangeResponse, ValidWriteIdList
+
+ROW_ID_COLUMN = "ROW__ID"
+
+
+class AcidReadError(AcidError):
+    """A data file that cannot be read as the table says it should be."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file a bucket group reads.
+
+    ``check_validity``: rows carry write ids the snapshot may not accept (a directory spanning
+    open or aborted ids). ``synthetic_write_id`` is set for original files, whose rows get
+    ROW__ID (synthetic_write_id, bucket, ordinal) and are always valid.
+    """
+
+    path: str
+    size: int
+    dir_name: str
+    has_acid_marker: bool = True
+    check_validity: bool = False
+    synthetic_write_id: int | None = None
+    plain: bool = False           # an insert-only table's file: table columns, no ACID struct
+
+
+@dataclass
+class BucketGroup:
+    """The files of one bucket of one partition that one reader task reads."""
+
+    partition: str
+    bucket: int
+    row_files: list[DataFile] = field(default_factory=list)
+    delete_files: list[DataFile] = field(default_factory=list)
+    originals: list[DataFile] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        def files(fs: list[DataFile]) -> list[dict]:
+            return [f.__dict__ for f in fs]
+        return {"partition": self.partition, "bucket": self.bucket, "row_files": files(self.row_files),
+                "delete_files": files(self.delete_files), "originals": files(self.originals)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BucketGroup":
+        return cls(d["partition"], d["bucket"], [DataFile(**f) for f in d["row_files"]],
+                   [DataFile(**f) for f in d["delete_files"]], [DataFile(**f) for f in d["originals"]])
+
+
+def bucket_groups(partition: str, partition_dir: str, state: AcidDirectory,
+                  write_ids: ValidWriteIdList) -> list[BucketGroup]:
+    """Split what AcidState chose for one partition into bucket groups."""
+    groups: dict[int, BucketGroup] = {}
+
+    def group(b: int) -> BucketGroup:
+        if b not in groups:
+            groups[b] = BucketGroup(partition, b)
+        return groups[b]
+
+    sources = []
+    if state.base is not None:
+        sources.append((state.base.entry, False, False))
+    for d in state.deltas:
+        some = write_ids.is_write_id_range_valid(d.parsed.min_write_id, d.parsed.max_write_id) is RangeResponse.SOME
+        sources.append((d.entry, some or state.has_uncompacted_aborts, False))
+    for d in state.delete_deltas:
+        sources.append((d.entry, True, True))
+    for entry, check, is_delete in sources:
+        marker = any(c.name == ACID_VERSION_FILE for c in entry.children)
+        for f in entry.data_files():
+            try:
+                b = parse_bucket_file(f.name)
+            except AcidError:
+                raise AcidReadError(f"unexpected file {entry.name}/{f.name} in a full-ACID directory "
+                                    "(expected bucket_NNNNN)") from None
+            df = DataFile(_join(partition_dir, entry.name, f.name), f.size, entry.name, marker, check)
+            (group(b).delete_files if is_delete else group(b).row_files).append(df)
+    for rel, f in state.original_files:
+        b = original_bucket_id(rel)
+        if b is None:
+            raise AcidReadError(f"original file {rel} is not named like Hive's bucket files (000000_0)")
+        group(b).originals.append(DataFile(_join(partition_dir, rel), f.size, "", False, False, 0))
+    return [groups[b] for b in sorted(groups)]
+
+
+def insert_only_groups(partition: str, partition_dir: str, state: AcidDirectory) -> list[BucketGroup]:
+    """An insert-only table's chosen files, one group per file: they carry no ROW__IDs and no
+    delete events, so any split works."""
+    entries = ([state.base.entry] if state.base else []) + [d.entry for d in state.deltas]
+    if state.delete_deltas:
+        raise AcidReadError(f"insert-only table partition {partition or '(table)'} has delete deltas "
+                            f"{[d.parsed.name for d in state.delete_deltas]}")
+    files = [DataFile(_join(partition_dir, e.name, f.name), f.size, e.name, False, False, None, True)
+             for e in entries for f in e.data_files()]
+    files += [DataFile(_join(partition_dir, rel), f.size, "", False, False, 0, True) for rel, f in state.original_files]
+    return [BucketGroup(partition, i, row_files=[f]) for i, f in enumerate(files)]
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.rstrip("/") for p in parts if p)
+
+
+# -- validity and deletes --------------------------------------------------------------------
+def valid_write_id_mask(write_ids: np.ndarray, snapshot: ValidWriteIdList) -> np.ndarray:
+    """Vectorized ``is_write_id_valid``."""
+    mask = write_ids <= snapshot.high_watermark
+    if snapshot.exceptions:
+        mask &= ~np.isin(write_ids, np.asarray(snapshot.exceptions, dtype=np.int64))
+    return mask
+
+
+class DeleteSet:
+    """Delete events of one bucket: ``(originalTransaction, bucket property) -> sorted rowIds``."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, list[np.ndarray]] = {}
+        self._keys: dict[int, np.ndarray] = {}
+        self.size = 0
+
+    @staticmethod
+    def _key(orig_txn: np.ndarray, bucket_prop: np.ndarray) -> np.ndarray:
+        return (orig_txn.astype(np.int64) << 32) | (bucket_prop.astype(np.int64) & 0xFFFFFFFF)
+
+    def add(self, orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndarray) -> None:
+        if not len(row_id):
+            return
+        if orig_txn.max() >= 1 << 31 or orig_txn.min() < 0:
+            raise AcidReadError("delete event with an originalTransaction outside 0..2^31-1")
+        keys = self._key(orig_txn, bucket_prop)
+        order = np.argsort(keys, kind="stable")
+        keys, rids = keys[order], row_id[order]
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        for k, r in zip(keys[np.r_[0, bounds]], np.split(rids, bounds)):
+            self._parts.setdefault(int(k), []).append(r)
+        self.size += len(row_id)
+        self._keys.clear()
+
+    def _sorted(self, key: int) -> np.ndarray | None:
+        if key not in self._keys:
+            parts = self._parts.get(key)
+            if parts is None:
+                return None
+            self._keys[key] = np.unique(np.concatenate(parts))
+        return self._keys[key]
+
+    def deleted_mask(self, orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(row_id), dtype=bool)
+        if not self.size or not len(row_id):
+            return out
+        keys = self._key(orig_txn, bucket_prop)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        for i, k in enumerate(uniq):
+            dels = self._sorted(int(k))
+            if dels is None:
+                continue
+            sel = inverse == i
+            rid = row_id[sel]
+            pos = np.searchsorted(dels, rid)
+            pos[pos == len(dels)] = 0
+            out[sel] = dels[pos] == rid
+        return out
+
+
+# -- files -----------------------------------------------------------------------------------
+def open_orc(fs: pafs.FileSystem, f: DataFile) -> po.ORCFile:
+    try:
+        return po.ORCFile(fs.open_input_file(f.path))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise AcidReadError(f"corrupt or unreadable ORC file {f.path}: {exc}") from None
+
+
+def check_acid_file(orc: po.ORCFile, f: DataFile, columns: list[Column]) -> None:
+    """The file must have the ACID event schema, declare ACID version 2 (file metadata or the
+    directory's ``_orc_acid_version``), and its row struct must fit the table's columns."""
+    schema = orc.schema
+    if not is_acid_schema(schema):
+        raise AcidReadError(f"{f.path} is not an ACID data file: its schema is {schema.names}, "
+                            f"expected {list(ACID_COLUMNS)}")
+    if not f.has_acid_marker:
+        version = (orc.metadata or {}).get(b"hive.acid.version")
+        if version is None or not version.isdigit() or int(version) < 2:
+            raise AcidReadError(
+                f"{f.path} has no hive.acid.version in its ORC metadata and its directory no "
+                f"{ACID_VERSION_FILE}: files written before Hive 3 ACID v2 are not supported here")
+    row_type = schema.field(ROW).type
+    check_row_fields(row_type, columns, f.path)
+
+
+def check_row_fields(row_type: pa.StructType, columns: list[Column], path: str) -> None:
+    have = {row_type.field(i).name.lower(): row_type.field(i).type for i in range(row_type.num_fields)}
+    for c in columns:
+        t = have.get(c.name)
+        if t is not None and not _compatible(t, c.type.to_arrow()):
+            raise SchemaMismatchError(f"{path}: column {c.name!r} is {t} in the file but {c.type} "
+                                      f"({c.type.to_arrow()}) in the table")
+
+
+def _compatible(file_type: pa.DataType, table_type: pa.DataType) -> bool:
+    if file_type.equals(table_type):
+        return True
+    if pa.types.is_integer(file_type) and pa.types.is_integer(table_type):
+        return file_type.bit_width <= table_type.bit_width     # Hive allows widening int types
+    if pa.types.is_floating(file_type) and pa.types.is_floating(table_type):
+        return file_type.bit_width <= table_type.bit_width
+    if pa.types.is_timestamp(file_type) and pa.types.is_timestamp(table_type):
+        return True
+    if pa.types.is_string(file_type) and pa.types.is_string(table_type):
+        return True
+    return False
+
+
+def _rows_as_table_columns(row: pa.StructArray, columns: list[Column]) -> list[pa.Array]:
+    """The row struct's children in table order, nulls for columns a file predates."""
+    names = {row.type.field(i).name.lower(): i for i in range(row.type.num_fields)}
+    out = []
+    for c in columns:
+        target = c.type.to_arrow()
+        i = names.get(c.name)
+        if i is None:
+            out.append(pa.nulls(len(row), target))
+            continue
+        child = row.field(i)
+        if row.null_count:
+            child = pc.if_else(row.is_valid(), child, pa.scalar(None, child.type))
+        out.append(child if child.type.equals(target) else child.cast(target))
+    return out
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """What a reader task returns: these table columns (all if None), and ROW__ID if asked."""
+
+    columns: list[Column]
+    wanted: list[str] | None = None
+    with_row_id: bool = False
+
+    @property
+    def out_columns(self) -> list[Column]:
+        if self.wanted is None:
+            return self.columns
+        by_name = {c.name: c for c in self.columns}
+        return [by_name[n] for n in self.wanted]
+
+
+def read_bucket_group(fs: pafs.FileSystem, group: BucketGroup, snapshot: ValidWriteIdList,
+                      request: ReadRequest) -> Iterator[pa.RecordBatch]:
+    """The visible rows of one bucket group, stripe by stripe, as record batches of the
+    requested table columns (plus a ``ROW__ID`` struct column if asked)."""
+    if not request.out_columns and not request.with_row_id:
+        raise AcidReadError("a read must return at least one column or ROW__ID")
+    deletes = DeleteSet()
+    for f in group.delete_files:
+        _load_deletes(fs, f, group.bucket, snapshot, deletes, request.columns)
+    out_cols = request.out_columns
+    need_keys = request.with_row_id or deletes.size > 0
+    for f in group.row_files:
+        if f.plain:
+            if request.with_row_id:
+                raise AcidReadError("insert-only tables have no ROW__ID")
+            yield from _read_plain(fs, f, request, out_cols)
+        else:
+            yield from _read_acid_rows(fs, f, snapshot, deletes, need_keys, request, out_cols)
+    offset = 0
+    for f in group.originals:
+        batches, offset = _read_original(fs, f, group.bucket, offset, deletes, request, out_cols)
+        yield from batches
+
+
+def _load_deletes(fs: pafs.FileSystem, f: DataFile, bucket: int, snapshot: ValidWriteIdList,
+                  deletes: DeleteSet, columns: list[Column]) -> None:
+    orc = open_orc(fs, f)
+    check_acid_file(orc, f, columns)
+    t = orc.read(columns=[ORIGINAL_TRANSACTION, BUCKET, ROW_ID, CURRENT_TRANSACTION])
+    ot = t.column(ORIGINAL_TRANSACTION).to_numpy()
+    bp = t.column(BUCKET).to_numpy()
+    rid = t.column(ROW_ID).to_numpy()
+    cur = t.column(CURRENT_TRANSACTION).to_numpy()
+    if len(bp) and not np.all(bucket_codec.decode_bucket_array(bp) == bucket):
+        bad = int(bp[np.argmax(bucket_codec.decode_bucket_array(bp) != bucket)])
+        raise AcidReadError(f"{f.path} holds delete events for bucket {bucket_codec.decode_bucket(bad)}, "
+                            f"not {bucket}: delete events must be written to the bucket file of the row")
+    keep = valid_write_id_mask(cur, snapshot)
+    deletes.add(ot[keep], bp[keep], rid[keep])
+
+
+def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList, deletes: DeleteSet,
+                    need_keys: bool, request: ReadRequest, out_cols: list[Column]) -> Iterator[pa.RecordBatch]:
+    orc = open_orc(fs, f)
+    check_acid_file(orc, f, request.columns)
+    row_names = {orc.schema.field(ROW).type.field(i).name.lower(): orc.schema.field(ROW).type.field(i).name
+                 for i in range(orc.schema.field(ROW).type.num_fields)}
+    cols = [f"{ROW}.{row_names[c.name]}" for c in out_cols if c.name in row_names]
+    if need_keys:
+        cols += [ORIGINAL_TRANSACTION, BUCKET, ROW_ID]
+    if f.check_validity:
+        cols.append(CURRENT_TRANSACTION)
+    for i in range(orc.nstripes):
+        try:
+            batch = orc.read_stripe(i, columns=cols)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
+        mask = None
+        if f.check_validity:
+            mask = valid_write_id_mask(batch.column(CURRENT_TRANSACTION).to_numpy(), snapshot)
+        if need_keys:
+            ot = batch.column(ORIGINAL_TRANSACTION).to_numpy()
+            bp = batch.column(BUCKET).to_numpy()
+            rid = batch.column(ROW_ID).to_numpy()
+            if deletes.size:
+                gone = deletes.deleted_mask(ot, bp, rid)
+                mask = ~gone if mask is None else mask & ~gone
+        if ROW in batch.schema.names:
+            row = batch.column(ROW)
+            values = _rows_as_table_columns(row, out_cols)
+        else:
+            values = [pa.nulls(batch.num_rows, c.type.to_arrow()) for c in out_cols]
+        arrays, names = values, [c.name for c in out_cols]
+        if request.with_row_id:
+            arrays = arrays + [_row_id_struct(batch.column(ORIGINAL_TRANSACTION), batch.column(BUCKET),
+                                              batch.column(ROW_ID))]
+            names = names + [ROW_ID_COLUMN]
+        out = pa.RecordBatch.from_arrays(arrays, names=names)
+        yield out if mask is None else out.filter(pa.array(mask))
+
+
+def _read_plain(fs: pafs.FileSystem, f: DataFile, request: ReadRequest,
+                out_cols: list[Column]) -> Iterator[pa.RecordBatch]:
+    orc = open_orc(fs, f)
+    schema = orc.schema
+    if is_acid_schema(schema):
+        raise AcidReadError(f"{f.path} is a full-ACID file in an insert-only table")
+    names = {n.lower(): n for n in schema.names}
+    check_row_fields(pa.struct([schema.field(n) for n in schema.names]), request.columns, f.path)
+    wanted = [names[c.name] for c in out_cols if c.name in names]
+    for i in range(orc.nstripes):
+        try:
+            batch = orc.read_stripe(i, columns=wanted or None)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
+        yield _project(batch, names, out_cols)
+
+
+def _project(batch: pa.RecordBatch, names: dict[str, str], out_cols: list[Column]) -> pa.RecordBatch:
+    arrays = []
+    for c in out_cols:
+        target = c.type.to_arrow()
+        if c.name in names:
+            col = batch.column(names[c.name])
+            arrays.append(col if col.type.equals(target) else col.cast(target))
+        else:
+            arrays.append(pa.nulls(batch.num_rows, target))
+    return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in out_cols])
+
+
+def _row_id_struct(ot: pa.Array, bp: pa.Array, rid: pa.Array) -> pa.StructArray:
+    return pa.StructArray.from_arrays([ot, bp, rid], names=["writeId", "bucketId", "rowId"])
+
+
+def _read_original(fs: pafs.FileSystem, f: DataFile, bucket: int, offset: int, deletes: DeleteSet,
+                   request: ReadRequest, out_cols: list[Column]) -> tuple[list[pa.RecordBatch], int]:
+    """An original file: plain columns, ROW__ID (0, bucket property of its bucket, ordinal
+    across all original files of the bucket, in path order)."""
+    orc = open_orc(fs, f)
+    schema = orc.schema
+    if is_acid_schema(schema):
+        raise AcidReadError(f"{f.path} has the ACID event schema but sits where original (pre-ACID) "
+                            "files live; it is not a valid table file")
+    names = {n.lower(): n for n in schema.names}
+    check_row_fields(pa.struct([schema.field(n) for n in schema.names]), request.columns, f.path)
+    prop = bucket_codec.encode_v1(bucket, 0)
+    batches = []
+    wanted = [names[c.name] for c in out_cols if c.name in names]
+    for i in range(orc.nstripes):
+        try:
+            batch = orc.read_stripe(i, columns=wanted or None)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
+        n = batch.num_rows
+        rid = np.arange(offset, offset + n, dtype=np.int64)
+        ot = np.full(n, f.synthetic_write_id or 0, dtype=np.int64)
+        bp = np.full(n, prop, dtype=np.int32)
+        offset += n
+        out = _project(batch, names, out_cols)
+        if request.with_row_id:
+            out = out.append_column(ROW_ID_COLUMN, _row_id_struct(pa.array(ot), pa.array(bp), pa.array(rid)))
+        if deletes.size:
+            out = out.filter(pa.array(~deletes.deleted_mask(ot, bp, rid)))
+        batches.append(out)
+    return batches, offset

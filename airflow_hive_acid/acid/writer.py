@@ -1,0 +1,140 @@
+"""Writing ACID data files with pyarrow: insert events, delete events, and the footer metadata
+Hive writes (``hive.acid.key.index``, ``hive.acid.stats``, ``hive.acid.version``).
+
+One file holds one bucket of one statement: rows sorted by (originalTransaction, bucket,
+rowId), rowId counting from 0 per file, bucket property = BucketCodec V1 (bucket, statement).
+Delete events carry the deleted row's ROW__ID, the deleting write id, and a NULL row of the
+table's full row type. Insert-only tables get plain files of the table columns instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from . import bucket_codec
+from .errors import AcidError
+from .fs import write_bytes
+from .orcfile import HIVE_DELTA_STRIPE_SIZE, hive_acid_metadata, hive_key_index, write_orc_with_metadata
+from .schema import DELETE_OPERATION, INSERT_OPERATION, acid_schema, row_struct
+from .types import Column
+
+DEFAULT_BASE_STRIPE_SIZE = 64 * 1024 * 1024
+
+
+class AcidWriteError(AcidError):
+    """Rows that cannot be written as asked (wrong columns, bad ids)."""
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    path: str
+    rows: int
+    bytes: int
+
+
+def conform_rows(rows: pa.Table | pa.RecordBatch, columns: list[Column]) -> list[pa.Array]:
+    """The table's columns from ``rows`` (by name, case-insensitive), cast to the table types;
+    a missing or extra column is an error naming it."""
+    names = {n.lower(): n for n in rows.schema.names}
+    missing = [c.name for c in columns if c.name not in names]
+    if missing:
+        raise AcidWriteError(f"rows lack table columns {missing} (have {rows.schema.names})")
+    extra = sorted(set(names) - {c.name for c in columns})
+    if extra:
+        raise AcidWriteError(f"rows have columns {extra} that the table does not have")
+    out = []
+    for c in columns:
+        col = rows.column(names[c.name])
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        target = c.type.to_arrow()
+        if not col.type.equals(target):
+            try:
+                col = col.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise AcidWriteError(f"column {c.name!r}: cannot store {col.type} as {c.type}: {exc}") from None
+        out.append(col)
+    return out
+
+
+def insert_events(rows: pa.Table | pa.RecordBatch, columns: list[Column], write_id: int, bucket: int,
+                  statement_id: int) -> pa.Table:
+    """Insert events for ``rows`` (in this order): operation 0, ROW__ID (write id, bucket
+    property, 0..n-1), currentTransaction = write id."""
+    n = rows.num_rows
+    prop = bucket_codec.encode_v1(bucket, statement_id)
+    row = pa.StructArray.from_arrays(conform_rows(rows, columns), fields=list(row_struct(columns)))
+    return pa.Table.from_arrays([
+        pa.array(np.full(n, INSERT_OPERATION, dtype=np.int32)),
+        pa.array(np.full(n, write_id, dtype=np.int64)),
+        pa.array(np.full(n, prop, dtype=np.int32)),
+        pa.array(np.arange(n, dtype=np.int64)),
+        pa.array(np.full(n, write_id, dtype=np.int64)),
+        row,
+    ], schema=acid_schema(columns))
+
+
+def delete_events(orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndarray, columns: list[Column],
+                  write_id: int) -> pa.Table:
+    """Delete events for the given ROW__IDs, sorted as Hive requires, with a NULL row."""
+    order = np.lexsort((row_id, bucket_prop, orig_txn))
+    n = len(order)
+    if n > 1:
+        keys = np.stack([orig_txn[order], bucket_prop[order].astype(np.int64), row_id[order]])
+        same = ~np.any(np.diff(keys, axis=1) != 0, axis=0)
+        if same.any():
+            w, b, r = keys[:, int(np.argmax(same))]
+            raise AcidWriteError(
+                f"cardinality violation: the row with ROW__ID (writeId={w}, bucketId={b}, rowId={r}) would be "
+                "changed twice by one statement (in a MERGE: a target row matched by more than one source row)")
+    rtype = row_struct(columns)
+    null_row = pa.array([None] * n, type=rtype) if n else pa.array([], type=rtype)
+    return pa.Table.from_arrays([
+        pa.array(np.full(n, DELETE_OPERATION, dtype=np.int32)),
+        pa.array(orig_txn[order].astype(np.int64)),
+        pa.array(bucket_prop[order].astype(np.int32)),
+        pa.array(row_id[order].astype(np.int64)),
+        pa.array(np.full(n, write_id, dtype=np.int64)),
+        null_row,
+    ], schema=acid_schema(columns))
+
+
+def encode_acid_file(events: pa.Table, *, base: bool = False, compression: str = "zlib") -> bytes:
+    """ORC bytes of ACID events with Hive's footer metadata; deltas use Hive's smaller stripes."""
+    op = events.column(0).to_numpy()
+    inserts = int(np.count_nonzero(op == INSERT_OPERATION))
+    deletes = int(np.count_nonzero(op == DELETE_OPERATION))
+    ot, bp, rid = events.column(1), events.column(2), events.column(3)
+
+    def items(stripes: list[int]) -> dict[str, str]:
+        return hive_acid_metadata(hive_key_index(ot, bp, rid, stripes), inserts, 0, deletes)
+
+    return write_orc_with_metadata(events, items, compression=compression,
+                                   stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE)
+
+
+def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, *, base: bool = False,
+                    compression: str = "zlib") -> WrittenFile:
+    data = encode_acid_file(events, base=base, compression=compression)
+    write_bytes(fs, path, data)
+    return WrittenFile(path, events.num_rows, len(data))
+
+
+def write_plain_file(fs: pafs.FileSystem, path: str, rows: pa.Table, columns: list[Column],
+                     compression: str = "zlib") -> WrittenFile:
+    """An insert-only (MM) table's data file: the table columns, no ACID struct."""
+    arrays = conform_rows(rows, columns)
+    table = pa.Table.from_arrays(arrays, names=[c.name for c in columns])
+    data = write_orc_with_metadata(table, None, compression=compression)
+    write_bytes(fs, path, data)
+    return WrittenFile(path, table.num_rows, len(data))
+
+
+def statement_bucket_ok(bucket: int) -> None:
+    if not 0 <= bucket <= bucket_codec.MAX_BUCKET_ID:
+        raise AcidWriteError(f"bucket/writer id {bucket} out of range 0..{bucket_codec.MAX_BUCKET_ID}")
+
+

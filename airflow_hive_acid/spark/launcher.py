@@ -1,0 +1,124 @@
+"""Run a job through the ``spark-submit`` of this environment's pyspark, without importing
+pyspark (the Airflow worker and the CLI never do): find SPARK_HOME from the installed package,
+point the Python workers at this interpreter, stream the output, read the manifest."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from .protocol import JobSpec, Manifest
+
+JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+
+
+class JobFailed(RuntimeError):
+    """A Spark job that ended without success; ``manifest`` is set if the job wrote one."""
+
+    def __init__(self, message: str, manifest: Manifest | None = None):
+        super().__init__(message)
+        self.manifest = manifest
+
+
+def spark_home() -> str:
+    """``$SPARK_HOME``, else the pip-installed pyspark's directory (found without importing it)."""
+    env = os.environ.get("SPARK_HOME")
+    if env:
+        return env
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise JobFailed("pyspark is not installed in this environment and SPARK_HOME is not set")
+    return spec.submodule_search_locations[0]
+
+
+def spark_submit_binary() -> str:
+    return str(Path(spark_home()) / "bin" / "spark-submit")
+
+
+def job_script(job: str) -> str:
+    path = JOBS_DIR / f"{job}.py"
+    if not path.exists():
+        raise JobFailed(f"no entry script for job {job!r} in {JOBS_DIR}")
+    return str(path)
+
+
+def job_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for spark-submit: SPARK_HOME, and this interpreter for driver and workers."""
+    env = dict(os.environ)
+    env["SPARK_HOME"] = spark_home()
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    env.update(extra or {})
+    return env
+
+
+# Settings that make small jobs start faster; a cluster's spark-defaults still apply.
+FAST_START_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.speculation": "false",
+}
+
+
+def submit_command(spec_path: str, job: str, master: str, conf: dict[str, str] | None = None) -> list[str]:
+    cmd = [spark_submit_binary(), "--master", master, "--name", f"hive-acid-{job}"]
+    for k, v in {**FAST_START_CONF, **(conf or {})}.items():
+        cmd += ["--conf", f"{k}={v}"]
+    return cmd + [job_script(job), "--spec", spec_path]
+
+
+class LocalSubmitter:
+    """Runs jobs with the local spark-submit (``local[*]`` unless told otherwise); used by the
+    CLI and by tests. The Airflow hook submits through ``SparkSubmitHook`` instead."""
+
+    def __init__(self, master: str | None = None, conf: dict[str, str] | None = None,
+                 log: Callable[[str], None] | None = None):
+        self.master = master or os.environ.get("HIVE_ACID_SPARK_MASTER", "local[*]")
+        self.conf = conf or {}
+        self.log = log or (lambda line: print(line, file=sys.stderr))
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, spec: JobSpec, spec_path: str) -> Manifest:
+        cmd = submit_command(spec_path, spec.job, self.master, self.conf)
+        tail: deque[str] = deque(maxlen=40)
+        with self._lock:
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          env=job_env(), start_new_session=True)
+        proc = self._proc
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            self.log(line)
+        rc = proc.wait()
+        with self._lock:
+            self._proc = None
+        manifest = None
+        if Path(spec.manifest_path).exists():
+            try:
+                manifest = Manifest.load(spec.manifest_path)
+            except ValueError:
+                manifest = None
+        if manifest is not None and not manifest.ok:
+            raise JobFailed(f"{spec.job} job failed: {manifest.error}", manifest)
+        if rc != 0 or manifest is None:
+            raise JobFailed(f"spark-submit of the {spec.job} job exited with status {rc}; last output:\n"
+                            + "\n".join(tail), manifest)
+        return manifest
+
+    def kill(self) -> None:
+        """Kill the running spark-submit and everything it started (driver, Python workers)."""
+        with self._lock:
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,0 +1,245 @@
+"""Snapshot scans: list the table once on the driver, let AcidState choose directories per
+partition, and read each bucket group in a Spark task (``mapInArrow`` over pyarrow), so the
+reader never goes through Spark's ORC source (which cannot read the ACID event schema)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from ..acid import fs as afs
+from ..acid.errors import AcidError
+from ..acid.names import parse_dir
+from ..acid.partitions import DEFAULT_PARTITION_NAME, parse_part_name
+from ..acid.reader import (
+    ROW_ID_COLUMN, AcidReadError, BucketGroup, ReadRequest, bucket_groups, insert_only_groups, read_bucket_group,
+)
+from ..acid.state import DirEntry, get_acid_state
+from ..acid.types import Column, parse_columns
+from ..acid.writeids import ValidTxnList, ValidWriteIdList
+from .protocol import SnapshotSpec, TableSpec
+from .types import ROW_ID_SPARK, spark_arrow_type, spark_type
+
+ALLOWED_PARTITION_TYPES = {"string", "varchar", "char", "tinyint", "smallint", "int", "bigint", "date", "boolean"}
+
+
+@dataclass
+class Table:
+    """A TableSpec with parsed columns and its filesystem."""
+
+    spec: TableSpec
+    columns: list[Column] = field(init=False)
+    partition_columns: list[Column] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.columns = parse_columns(self.spec.columns)
+        self.partition_columns = parse_columns(self.spec.partition_columns) if self.spec.partition_columns else []
+        for c in self.partition_columns:
+            if c.type.name not in ALLOWED_PARTITION_TYPES:
+                raise AcidReadError(f"partition column {c.name} has type {c.type}; supported: "
+                                    f"{sorted(ALLOWED_PARTITION_TYPES)}")
+
+    @property
+    def fs_and_root(self):  # type: ignore[no-untyped-def]
+        return afs.filesystem_for(self.spec.location)
+
+    @property
+    def partition_names(self) -> list[str]:
+        return [c.name for c in self.partition_columns]
+
+    @property
+    def all_columns(self) -> list[Column]:
+        return self.columns + self.partition_columns
+
+    def column(self, name: str) -> Column:
+        for c in self.all_columns:
+            if c.name == name:
+                return c
+        raise AcidReadError(f"unknown column {name!r} of {self.spec.name}; columns: "
+                            f"{[c.name for c in self.all_columns]}")
+
+
+@dataclass
+class ScanPlan:
+    table: Table
+    snapshot: ValidWriteIdList
+    groups: list[BucketGroup]
+    partitions: list[str]
+
+
+def plan_scan(table: Table, snapshot: SnapshotSpec, partitions: list[str] | None = None,
+              exclude_statement: tuple[int, int] | None = None) -> ScanPlan:
+    """List the table (or the given partitions) once and pick, per partition, what to read.
+
+    ``exclude_statement=(write_id, statement_id)`` hides the directories of the statement being
+    run: anything there is a leftover of an earlier attempt of it and must not be read."""
+    wl = ValidWriteIdList.parse(snapshot.valid_write_ids)
+    txns = ValidTxnList.parse(snapshot.valid_txns)
+    fs, root = table.fs_and_root
+    listing = afs.list_table(fs, root, table.partition_names, partitions)
+    groups: list[BucketGroup] = []
+    for part in sorted(listing.partitions):
+        entries = _without_statement(listing.partitions[part], exclude_statement)
+        state = get_acid_state(entries, wl, txns)
+        pdir = afs.join(root, part)
+        if table.spec.insert_only:
+            groups.extend(insert_only_groups(part, pdir, state))
+        else:
+            groups.extend(bucket_groups(part, pdir, state, wl))
+    return ScanPlan(table, wl, groups, sorted(listing.partitions))
+
+
+def _without_statement(entries: list[DirEntry], stmt: tuple[int, int] | None) -> list[DirEntry]:
+    if stmt is None:
+        return entries
+    out = []
+    for e in entries:
+        if e.is_dir and (e.name.startswith("delta_") or e.name.startswith("delete_delta_")):
+            try:
+                p = parse_dir(e.name)
+            except AcidError:
+                p = None
+            if p is not None and (p.min_write_id, p.max_write_id, p.statement_id) == (stmt[0], stmt[0], stmt[1]):
+                continue
+        out.append(e)
+    return out
+
+
+def partition_values(table: Table, part: str) -> list[pa.Array | None]:
+    """The typed values of a partition's columns (strings in the path, NULL for Hive's default
+    partition)."""
+    if not table.partition_columns:
+        return []
+    spec = parse_part_name(part, table.partition_names)
+    out = []
+    for c in table.partition_columns:
+        raw = spec[c.name]
+        t = spark_arrow_type(c.type)
+        if raw == DEFAULT_PARTITION_NAME:
+            out.append(pa.scalar(None, t))
+        elif c.type.name == "boolean":
+            out.append(pa.scalar(raw.lower() == "true", t))
+        else:
+            try:
+                out.append(pc.cast(pa.scalar(raw), t))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise AcidReadError(f"partition {part}: value {raw!r} is not a {c.type}") from None
+    return out
+
+
+def scan_schema(table: Table, columns: list[str] | None, with_row_id: bool,
+                with_partitions: bool = True) -> T.StructType:
+    cols = table.columns if columns is None else [table.column(n) for n in columns if
+                                                  n not in table.partition_names]
+    fields = [T.StructField(c.name, spark_type(c.type), True) for c in cols]
+    if with_partitions:
+        fields += [T.StructField(c.name, spark_type(c.type), True) for c in table.partition_columns]
+    if with_row_id:
+        fields.append(T.StructField(ROW_ID_COLUMN, ROW_ID_SPARK, False))
+    return T.StructType(fields)
+
+
+def read_table(spark: SparkSession, table: TableSpec | Table, snapshot: SnapshotSpec, *,
+               columns: list[str] | None = None, partitions: list[str] | None = None,
+               partition_filter: str | None = None, with_row_id: bool = False,
+               exclude_statement: tuple[int, int] | None = None) -> DataFrame:
+    """The table's rows at ``snapshot`` as a DataFrame: the table columns (or ``columns``), the
+    partition columns, and ``ROW__ID`` (writeId, bucketId, rowId) if asked.
+
+    ``partitions`` limits the scan to those partition names; ``partition_filter`` is a Spark SQL
+    predicate over partition columns evaluated on the driver before any file is listed or read.
+    """
+    t = table if isinstance(table, Table) else Table(table)
+    if columns is not None:
+        for n in columns:
+            t.column(n)
+    if partition_filter:
+        partitions = select_partitions(spark, t, snapshot, partition_filter, partitions)
+    plan = plan_scan(t, snapshot, partitions, exclude_statement)
+    return scan_dataframe(spark, plan, columns, with_row_id)
+
+
+def select_partitions(spark: SparkSession, table: Table, snapshot: SnapshotSpec, predicate: str,
+                      among: list[str] | None = None) -> list[str]:
+    if not table.partition_columns:
+        raise AcidReadError(f"{table.spec.name} is not partitioned: a partition filter does not apply")
+    fs, root = table.fs_and_root
+    names = among if among is not None else sorted(afs.list_table(fs, root, table.partition_names).partitions)
+    if not names:
+        return []
+    rows = [tuple(v.as_py() for v in partition_values(table, n)) + (n,) for n in names]
+    schema = T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in table.partition_columns]
+                          + [T.StructField("__part", T.StringType(), False)])
+    df = spark.createDataFrame(rows, schema)
+    return [r[0] for r in df.filter(predicate).select("__part").collect()]
+
+
+def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | None,
+                   with_row_id: bool) -> DataFrame:
+    t = plan.table
+    schema = scan_schema(t, columns, with_row_id)
+    wanted = None if columns is None else [n for n in columns if n not in t.partition_names]
+    request = ReadRequest(t.columns, wanted, with_row_id)
+    if not request.out_columns and not with_row_id:
+        # Only partition columns (or nothing) asked: read the first column to count rows.
+        request = ReadRequest(t.columns, [t.columns[0].name], False)
+    arrow_fields = [pa.field(f.name, _arrow_of(f, t)) for f in schema.fields]
+    snapshot_text = plan.snapshot.to_string()
+    location = t.spec.location
+    drop_first = wanted is not None and not wanted and not with_row_id
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = afs.filesystem_for(location)
+        snap = ValidWriteIdList.parse(snapshot_text)
+        for tasks in batches:
+            for raw in tasks.column(0).to_pylist():
+                group = BucketGroup.from_dict(json.loads(raw))
+                consts = partition_values(t, group.partition)
+                for b in read_bucket_group(fs, group, snap, request):
+                    yield _to_spark_batch(b, consts, arrow_fields, drop_first)
+
+    if not plan.groups:
+        return spark.createDataFrame([], schema)
+    tasks = [(json.dumps(g.to_dict()),) for g in plan.groups]
+    slices = _num_tasks(spark, plan.groups)
+    task_df = spark.createDataFrame(spark.sparkContext.parallelize(tasks, slices), "task string")
+    return task_df.mapInArrow(read, schema)
+
+
+TARGET_TASK_BYTES = 64 * 1024 * 1024
+
+
+def _num_tasks(spark: SparkSession, groups: list[BucketGroup]) -> int:
+    """One task per bucket group for large tables; small groups share tasks (a Python task costs
+    tens of milliseconds however little it reads), but never fewer tasks than cores."""
+    total = sum(f.size for g in groups for f in g.row_files + g.delete_files + g.originals)
+    by_size = -(-total // TARGET_TASK_BYTES)
+    return max(1, min(len(groups), max(by_size, spark.sparkContext.defaultParallelism)))
+
+
+def _arrow_of(f: T.StructField, t: Table) -> pa.DataType:
+    if f.name == ROW_ID_COLUMN:
+        return pa.struct([("writeId", pa.int64()), ("bucketId", pa.int32()), ("rowId", pa.int64())])
+    return spark_arrow_type(t.column(f.name).type)
+
+
+def _to_spark_batch(b: pa.RecordBatch, consts: list, fields: list[pa.Field], drop_first: bool) -> pa.RecordBatch:
+    arrays = list(b.columns)
+    if drop_first:
+        arrays = arrays[1:]
+    n = b.num_rows
+    row_id = None
+    if arrays and fields and fields[-1].name == ROW_ID_COLUMN:
+        row_id = arrays.pop()
+    arrays += [pa.array([c.as_py()] * n, c.type) if n else pa.array([], c.type) for c in consts]
+    if row_id is not None:
+        arrays.append(row_id)
+    out = []
+    for a, f in zip(arrays, fields):
+        out.append(a if a.type.equals(f.type) else a.cast(f.type))
+    return pa.RecordBatch.from_arrays(out, schema=pa.schema(fields))
