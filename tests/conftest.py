@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 PG_BASE = os.environ.get("HIVE_ACID_TEST_PG", "postgresql://127.0.0.1:5432/test")
+# Short-lived test JVMs start faster with the C1 compiler only.
+os.environ.setdefault("HIVE_ACID_SPARK_CONF", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
+                                              "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1")
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "data" / "acid_corpus"
 

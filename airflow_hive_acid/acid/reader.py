@@ -179,12 +179,20 @@ class DeleteSet:
         if not self.size or not len(row_id):
             return out
         keys = self._key(orig_txn, bucket_prop)
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        for i, k in enumerate(uniq):
-            dels = self._sorted(int(k))
+        # ACID files are sorted by (originalTransaction, bucket, rowId): keys come in a few runs,
+        # found in one pass; anything else falls back to grouping.
+        change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+        if len(change) < 64:
+            starts = np.r_[0, change]
+            ends = np.r_[change, len(keys)]
+            runs = [(int(keys[a]), slice(a, b)) for a, b in zip(starts, ends)]
+        else:
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            runs = [(int(k), inverse == i) for i, k in enumerate(uniq)]
+        for k, sel in runs:
+            dels = self._sorted(k)
             if dels is None:
                 continue
-            sel = inverse == i
             rid = row_id[sel]
             pos = np.searchsorted(dels, rid)
             pos[pos == len(dels)] = 0
@@ -259,11 +267,32 @@ def _rows_as_table_columns(row: pa.StructArray, columns: list[Column]) -> list[p
 
 @dataclass(frozen=True)
 class ReadRequest:
-    """What a reader task returns: these table columns (all if None), and ROW__ID if asked."""
+    """What a reader task returns: these table columns (all if None), and ROW__ID if asked.
+
+    ``key_filter=(column, values)`` keeps only rows whose ``column`` is one of ``values``: a
+    MERGE's semi-join pushed into the reader, so unmatched rows never leave it."""
 
     columns: list[Column]
     wanted: list[str] | None = None
     with_row_id: bool = False
+    key_filter: tuple[str, pa.Array | np.ndarray] | None = None   # ndarray: sorted integers
+
+    def key_mask(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        if self.key_filter is None:
+            return None
+        name, values = self.key_filter
+        col = batch.column(batch.schema.get_field_index(name))
+        if isinstance(values, np.ndarray):           # sorted integer keys: binary search
+            ids = col.to_numpy(zero_copy_only=False)
+            if col.null_count:
+                ids = np.where(col.is_valid().to_numpy(zero_copy_only=False), ids, values[0] if len(values) else 0)
+            if not len(values):
+                return np.zeros(len(ids), dtype=bool)
+            pos = np.searchsorted(values, ids)
+            pos[pos == len(values)] = 0
+            hit = values[pos] == ids
+            return hit & col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else hit
+        return pc.is_in(col, value_set=values).to_numpy(zero_copy_only=False)
 
     @property
     def out_columns(self) -> list[Column]:
@@ -351,6 +380,9 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
                                               batch.column(ROW_ID))]
             names = names + [ROW_ID_COLUMN]
         out = pa.RecordBatch.from_arrays(arrays, names=names)
+        keep = request.key_mask(out)
+        if keep is not None:
+            mask = keep if mask is None else mask & keep
         yield out if mask is None else out.filter(pa.array(mask))
 
 
@@ -368,7 +400,9 @@ def _read_plain(fs: pafs.FileSystem, f: DataFile, request: ReadRequest,
             batch = orc.read_stripe(i, columns=wanted or None)
         except (pa.ArrowInvalid, OSError) as exc:
             raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
-        yield _project(batch, names, out_cols)
+        out = _project(batch, names, out_cols)
+        keep = request.key_mask(out)
+        yield out if keep is None else out.filter(pa.array(keep))
 
 
 def _project(batch: pa.RecordBatch, names: dict[str, str], out_cols: list[Column]) -> pa.RecordBatch:
@@ -414,7 +448,9 @@ def _read_original(fs: pafs.FileSystem, f: DataFile, bucket: int, offset: int, d
         out = _project(batch, names, out_cols)
         if request.with_row_id:
             out = out.append_column(ROW_ID_COLUMN, _row_id_struct(pa.array(ot), pa.array(bp), pa.array(rid)))
-        if deletes.size:
-            out = out.filter(pa.array(~deletes.deleted_mask(ot, bp, rid)))
-        batches.append(out)
+        mask = ~deletes.deleted_mask(ot, bp, rid) if deletes.size else None
+        keep = request.key_mask(out)
+        if keep is not None:
+            mask = keep if mask is None else mask & keep
+        batches.append(out if mask is None else out.filter(pa.array(mask)))
     return batches, offset

@@ -7,6 +7,10 @@ a partition or bucket column is refused (the row would have to move).
 """
 from __future__ import annotations
 
+import re
+
+import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -20,7 +24,10 @@ from .types import assignable, spark_type
 from .write import ACTION, DELETE, INSERT, KIND, UPDATE, delete_events_df, insert_events_df, update_events_df
 
 TARGET_ALIAS, SOURCE_ALIAS = "t", "s"
-_MATCHED, _SRC, _TGT = "__in_target", "__in_source", "__clause"
+_MATCHED, _SRC, _TGT, _RID = "__in_target", "__in_source", "__clause", "__rid"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_SOURCE_REF = re.compile(r"\b" + SOURCE_ALIAS + r"\s*\.\s*`?[A-Za-z_][A-Za-z0-9_]*`?")
 
 
 class DmlError(JobSpecError):
@@ -148,38 +155,66 @@ def _check_assignable_columns(table: Table, assignments: dict[str, str]) -> None
             raise DmlError(f"cannot update bucket column {name!r}: the row would move to another bucket")
 
 
+BROADCAST_SOURCE_BYTES = 512 * 1024 * 1024
+
+
 def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: DataFrame, on: list[str] | str,
           clauses: list[MergeClause], exclude: tuple[int, int]) -> DataFrame:
     """MERGE INTO table t USING source s ON ... WHEN ... — as events. A target row changed by
-    two source rows fails the statement (in the writer) before anything is published."""
+    two source rows fails the statement (in the writer) before anything is published.
+
+    Conditions and values see the target row as struct ``t`` and the source row as struct ``s``
+    (``t.amount``, ``s.op``). The target is read with only the columns the statement needs, and
+    when the keys are columns and the source is small enough it is broadcast, so the table is
+    never shuffled: matched rows by an inner join, unmatched source rows by an anti join against
+    the matched keys, unmatched target rows by an anti join against the source keys.
+    """
     if not clauses:
         raise DmlError("MERGE needs at least one WHEN clause")
     for c in clauses:
         if c.action == "update":
             _check_assignable_columns(table, c.assignments)
-    src_cols = {f.name.lower() for f in source.schema.fields}
-    target = read_table(spark, table, snapshot, with_row_id=True, exclude_statement=exclude)
-    t = target.withColumn(_MATCHED, F.lit(True)).alias(TARGET_ALIAS)
-    s = source.withColumn(_SRC, F.lit(True)).alias(SOURCE_ALIAS)
+        for name in c.assignments:
+            table.column(name)
+    src_fields = {f.name.lower(): f.name for f in source.schema.fields}
+    keys: list[str] | None = None
     if isinstance(on, str):
-        cond = _expr(on, "ON condition")
+        if not on.strip():
+            raise DmlError("MERGE needs an ON condition or key columns")
+        texts = [on]
     else:
-        if not on:
+        keys = [k.lower() for k in on]
+        if not keys:
             raise DmlError("MERGE needs ON key columns")
-        missing_t = [k for k in on if k.lower() not in {c.name for c in table.all_columns}]
-        missing_s = [k for k in on if k.lower() not in src_cols]
+        missing_t = [k for k in keys if k not in {c.name for c in table.all_columns}]
+        missing_s = [k for k in keys if k not in src_fields]
         if missing_t or missing_s:
             raise DmlError(f"ON keys {missing_t or missing_s} are not columns of the "
                            f"{'target' if missing_t else 'source'}")
-        cond = None
-        for k in on:
-            e = F.col(f"{TARGET_ALIAS}.{k}") == F.col(f"{SOURCE_ALIAS}.{k}")
-            cond = e if cond is None else cond & e
+        texts = []
+    texts += [c.condition for c in clauses if c.condition] + [v for c in clauses for v in c.assignments.values()]
+    needed = _needed_target_columns(table, clauses, keys, texts)
     kinds = {c.when for c in clauses}
-    how = "full_outer" if "not_matched_by_source" in kinds else ("right_outer" if "not_matched" in kinds else "inner")
-    joined = _analyse(lambda: t.join(s, on=cond, how=how), "MERGE ON")
-    in_t = F.col(f"{TARGET_ALIAS}.{_MATCHED}").isNotNull()
-    in_s = F.col(f"{SOURCE_ALIAS}.{_SRC}").isNotNull()
+    pushed = _pushed_keys(table, source, keys, kinds)
+    target = read_table(spark, table, snapshot, columns=needed, with_row_id=True, exclude_statement=exclude,
+                        key_filter=pushed)
+    t_struct = F.struct(*[F.col(n) for n in needed])
+    tgt = target.select(t_struct.alias(TARGET_ALIAS), F.col(ROW_ID_COLUMN).alias(_RID), F.lit(True).alias(_MATCHED))
+    src = source.select(F.struct(*[F.col(f"`{n}`").alias(n.lower()) for n in source.columns]).alias(SOURCE_ALIAS),
+                        F.lit(True).alias(_SRC))
+    if pushed is not None:
+        # Only target rows whose key is in the source are read: few, and used twice below.
+        tgt = tgt.persist(StorageLevel.MEMORY_AND_DISK)
+        tgt.count()
+    if keys is not None and _estimated_bytes(source) <= BROADCAST_SOURCE_BYTES:
+        joined = _broadcast_join(tgt, src, keys, kinds, small_target=pushed is not None)
+    else:
+        cond = _expr(on, "ON condition") if isinstance(on, str) else _key_condition(keys)
+        how = "full_outer" if "not_matched_by_source" in kinds else (
+            "right_outer" if "not_matched" in kinds else "inner")
+        joined = _analyse(lambda: tgt.join(src, on=cond, how=how), "MERGE ON")
+    in_t = F.col(_MATCHED).isNotNull()
+    in_s = F.col(_SRC).isNotNull()
     scope = {"matched": in_t & in_s, "not_matched": ~in_t & in_s, "not_matched_by_source": in_t & ~in_s}
     choice = None
     for i, c in enumerate(clauses):
@@ -189,7 +224,6 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
         choice = F.when(when, F.lit(i)) if choice is None else choice.when(when, F.lit(i))
     chosen = _analyse(lambda: joined.withColumn(_TGT, choice.otherwise(F.lit(-1))), "MERGE clause")
     acting = chosen.filter(F.col(_TGT) >= 0)
-
     # One pass: each acting row yields a delete event (update, delete) and/or an insert event
     # (update, insert). A target row matched by two source rows yields two delete events for one
     # ROW__ID, which the writer of that bucket refuses: the cardinality check costs no extra job.
@@ -216,8 +250,7 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
     kinds = F.filter(F.array(F.when(deleting, F.lit(DELETE)), F.when(inserting, F.lit(INSERT))),
                      lambda k: k.isNotNull())
     old_parts = [F.col(f"{TARGET_ALIAS}.{c.name}").alias(f"__old_{c.name}") for c in table.partition_columns]
-    staged = _analyse(lambda: acting.select(*new_values, *old_parts,
-                                            F.col(f"{TARGET_ALIAS}.{ROW_ID_COLUMN}").alias(ROW_ID_COLUMN),
+    staged = _analyse(lambda: acting.select(*new_values, *old_parts, F.col(_RID).alias(ROW_ID_COLUMN),
                                             action.alias(ACTION), F.explode(kinds).alias(KIND)), "MERGE")
     is_insert = F.col(KIND) == INSERT
     cols = [F.when(is_insert, F.col(c.name)).alias(c.name) for c in table.columns]
@@ -227,12 +260,98 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
                          F.col(ACTION))
 
 
+def _needed_target_columns(table: Table, clauses: list[MergeClause], keys: list[str] | None,
+                           texts: list[str]) -> list[str]:
+    """Target columns the MERGE reads: keys, partition columns, every column an expression may
+    name (any matching identifier: too many is harmless), and those an UPDATE carries over."""
+    names = [c.name for c in table.all_columns]
+    want = set(keys or []) | set(table.partition_names)
+    for text in texts:
+        text = _SOURCE_REF.sub(" ", _STRING.sub(" ", text))   # s.x and 'literals' name no target column
+        want |= {tok.lower() for tok in _IDENT.findall(text)} & set(names)
+    for c in clauses:
+        if c.action == "update":
+            want |= set(names) - set(c.assignments)
+    return [n for n in names if n in want]
+
+
+MAX_PUSHED_KEYS = 20_000_000
+
+
+def _pushed_keys(table: Table, source: DataFrame, keys: list[str] | None, kinds: set[str]):  # type: ignore[no-untyped-def]
+    """The source's key values, when the target rows that can matter are exactly those whose
+    key is among them (one data key column, no NOT MATCHED BY SOURCE): the readers then drop
+    every other row before it reaches Spark."""
+    if keys is None or len(keys) != 1 or "not_matched_by_source" in kinds or keys[0] in table.partition_names:
+        return None
+    col = table.column(keys[0])
+    if not col.type.is_primitive or col.type.name in ("float", "double", "binary", "timestamp"):
+        return None
+    if _estimated_bytes(source) > BROADCAST_SOURCE_BYTES:
+        return None
+    src_name = next(n for n in source.columns if n.lower() == keys[0])
+    values = source.select(F.col(f"`{src_name}`").cast(spark_type(col.type)).alias("k")).toArrow().column(0)
+    if len(values) > MAX_PUSHED_KEYS:
+        return None
+    return keys[0], pc.unique(values.combine_chunks().drop_null()).cast(col.type.to_arrow())
+
+
+def _key_condition(keys: list[str]) -> SparkColumn:
+    cond = None
+    for k in keys:
+        e = F.col(f"{TARGET_ALIAS}.{k}") == F.col(f"{SOURCE_ALIAS}.{k}")
+        cond = e if cond is None else cond & e
+    return cond
+
+
+def _estimated_bytes(df: DataFrame) -> int:
+    try:
+        return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # noqa: BLE001 - no estimate: assume large, take the shuffle plan
+        return 1 << 62
+
+
+def _broadcast_join(tgt: DataFrame, src: DataFrame, keys: list[str], kinds: set[str],
+                    small_target: bool = False) -> DataFrame:
+    """The MERGE join without shuffling the table: each part joins the table (streamed) with a
+    broadcast of the source or of the matched keys."""
+    k_t = [F.col(f"{TARGET_ALIAS}.{k}").alias(f"__k{i}") for i, k in enumerate(keys)]
+    k_s = [F.col(f"{SOURCE_ALIAS}.{k}").alias(f"__k{i}") for i, k in enumerate(keys)]
+    kcols = [f"__k{i}" for i in range(len(keys))]
+    t = tgt.select("*", *k_t)
+    s = src.select("*", *k_s)
+    cols = [TARGET_ALIAS, _RID, _MATCHED, SOURCE_ALIAS, _SRC]
+    null_t = [F.lit(None).cast(tgt.schema[TARGET_ALIAS].dataType).alias(TARGET_ALIAS),
+              F.lit(None).cast(tgt.schema[_RID].dataType).alias(_RID), F.lit(None).cast("boolean").alias(_MATCHED)]
+    null_s = [F.lit(None).cast(src.schema[SOURCE_ALIAS].dataType).alias(SOURCE_ALIAS),
+              F.lit(None).cast("boolean").alias(_SRC)]
+    parts = []
+    needs_matched = "matched" in kinds or "not_matched" in kinds
+    if needs_matched:
+        matched = t.join(F.broadcast(s.select(SOURCE_ALIAS, _SRC, *kcols)), on=kcols, how="inner")
+        if "not_matched" in kinds and not small_target:
+            # used twice (its rows, and its keys against the source): scan the table once
+            matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
+            matched.count()
+        if "matched" in kinds:
+            parts.append(matched.select(*cols))
+        if "not_matched" in kinds:
+            # matched keys are few (at most the source's): broadcast them back against the source
+            seen = matched.select(*kcols).distinct()
+            parts.append(s.join(F.broadcast(seen), on=kcols, how="left_anti").select(*null_t, SOURCE_ALIAS, _SRC))
+    if "not_matched_by_source" in kinds:
+        skeys = s.select(*kcols).distinct()
+        parts.append(t.join(F.broadcast(skeys), on=kcols, how="left_anti").select(TARGET_ALIAS, _RID, _MATCHED, *null_s))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
 def _clause_value(table: Table, rows: DataFrame, c: MergeClause, i: int, name: str) -> SparkColumn:
     """The value clause ``i`` gives column ``name``: its assignment, else (UPDATE) the target's
     value, else (INSERT *) the source column of the same name, else NULL."""
     col = table.column(name)
-    for assigned in c.assignments:
-        table.column(assigned)
     if name in c.assignments:
         e = _expr(c.assignments[name], f"clause {i + 1} value of {name}")
         t = _analyse(lambda: rows.select(e).schema.fields[0].dataType, f"clause {i + 1} value of {name}")
@@ -241,7 +360,7 @@ def _clause_value(table: Table, rows: DataFrame, c: MergeClause, i: int, name: s
         return F.col(f"{TARGET_ALIAS}.{name}")
     if c.assignments:
         return F.lit(None).cast(spark_type(col.type))
-    src_fields = {f.name.lower() for f in rows.select(f"{SOURCE_ALIAS}.*").schema.fields}
+    src_fields = {f.name for f in rows.schema[SOURCE_ALIAS].dataType.fields}
     if name not in src_fields:
         raise DmlError(f"clause {i + 1}: INSERT * needs source column {name!r}")
     t = rows.select(F.col(f"{SOURCE_ALIAS}.{name}")).schema.fields[0].dataType

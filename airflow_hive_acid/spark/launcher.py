@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .protocol import JobSpec, Manifest
@@ -66,11 +66,39 @@ FAST_START_CONF = {
 }
 
 
+def env_conf() -> dict[str, str]:
+    """Extra Spark settings from ``$HIVE_ACID_SPARK_CONF``: whitespace-separated ``key=value``."""
+    out = {}
+    for item in os.environ.get("HIVE_ACID_SPARK_CONF", "").split():
+        if "=" not in item:
+            raise JobFailed(f"HIVE_ACID_SPARK_CONF item {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
 def submit_command(spec_path: str, job: str, master: str, conf: dict[str, str] | None = None) -> list[str]:
     cmd = [spark_submit_binary(), "--master", master, "--name", f"hive-acid-{job}"]
-    for k, v in {**FAST_START_CONF, **(conf or {})}.items():
+    for k, v in {**FAST_START_CONF, **env_conf(), **(conf or {})}.items():
         cmd += ["--conf", f"{k}={v}"]
     return cmd + [job_script(job), "--spec", spec_path]
+
+
+def collect_manifest(spec: JobSpec, returncode: int, output_tail: Iterable[str] = ()) -> Manifest:
+    """The manifest of a finished job, or ``JobFailed`` with the job's own error (from the
+    manifest) or, if it wrote none, the exit status and the last lines of its output."""
+    manifest = None
+    if Path(spec.manifest_path).exists():
+        try:
+            manifest = Manifest.load(spec.manifest_path)
+        except ValueError:
+            manifest = None
+    if manifest is not None and not manifest.ok:
+        raise JobFailed(f"{spec.job} job failed: {manifest.error}", manifest)
+    if returncode != 0 or manifest is None:
+        raise JobFailed(f"spark-submit of the {spec.job} job exited with status {returncode}; last output:\n"
+                        + "\n".join(output_tail), manifest)
+    return manifest
 
 
 class LocalSubmitter:
@@ -100,18 +128,7 @@ class LocalSubmitter:
         rc = proc.wait()
         with self._lock:
             self._proc = None
-        manifest = None
-        if Path(spec.manifest_path).exists():
-            try:
-                manifest = Manifest.load(spec.manifest_path)
-            except ValueError:
-                manifest = None
-        if manifest is not None and not manifest.ok:
-            raise JobFailed(f"{spec.job} job failed: {manifest.error}", manifest)
-        if rc != 0 or manifest is None:
-            raise JobFailed(f"spark-submit of the {spec.job} job exited with status {rc}; last output:\n"
-                            + "\n".join(tail), manifest)
-        return manifest
+        return collect_manifest(spec, rc, tail)
 
     def kill(self) -> None:
         """Kill the running spark-submit and everything it started (driver, Python workers)."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -147,7 +148,8 @@ def scan_schema(table: Table, columns: list[str] | None, with_row_id: bool,
 def read_table(spark: SparkSession, table: TableSpec | Table, snapshot: SnapshotSpec, *,
                columns: list[str] | None = None, partitions: list[str] | None = None,
                partition_filter: str | None = None, with_row_id: bool = False,
-               exclude_statement: tuple[int, int] | None = None) -> DataFrame:
+               exclude_statement: tuple[int, int] | None = None,
+               key_filter: tuple[str, pa.Array] | None = None) -> DataFrame:
     """The table's rows at ``snapshot`` as a DataFrame: the table columns (or ``columns``), the
     partition columns, and ``ROW__ID`` (writeId, bucketId, rowId) if asked.
 
@@ -161,7 +163,7 @@ def read_table(spark: SparkSession, table: TableSpec | Table, snapshot: Snapshot
     if partition_filter:
         partitions = select_partitions(spark, t, snapshot, partition_filter, partitions)
     plan = plan_scan(t, snapshot, partitions, exclude_statement)
-    return scan_dataframe(spark, plan, columns, with_row_id)
+    return scan_dataframe(spark, plan, columns, with_row_id, key_filter)
 
 
 def select_partitions(spark: SparkSession, table: Table, snapshot: SnapshotSpec, predicate: str,
@@ -180,14 +182,20 @@ def select_partitions(spark: SparkSession, table: Table, snapshot: SnapshotSpec,
 
 
 def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | None,
-                   with_row_id: bool) -> DataFrame:
+                   with_row_id: bool, key_filter: tuple[str, pa.Array] | None = None) -> DataFrame:
     t = plan.table
     schema = scan_schema(t, columns, with_row_id)
     wanted = None if columns is None else [n for n in columns if n not in t.partition_names]
+    if key_filter is not None and (wanted is not None and key_filter[0] not in wanted
+                                   or key_filter[0] in t.partition_names):
+        raise AcidReadError(f"key filter column {key_filter[0]!r} must be a read data column")
     request = ReadRequest(t.columns, wanted, with_row_id)
     if not request.out_columns and not with_row_id:
         # Only partition columns (or nothing) asked: read the first column to count rows.
         request = ReadRequest(t.columns, [t.columns[0].name], False)
+    # The key values travel once per executor as a broadcast, not inside every task's closure.
+    keys_bc = spark.sparkContext.broadcast(_ipc(key_filter[1])) if key_filter is not None else None
+    key_name = key_filter[0] if key_filter is not None else None
     arrow_fields = [pa.field(f.name, _arrow_of(f, t)) for f in schema.fields]
     snapshot_text = plan.snapshot.to_string()
     location = t.spec.location
@@ -196,11 +204,14 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(location)
         snap = ValidWriteIdList.parse(snapshot_text)
+        req = request
+        if keys_bc is not None:
+            req = replace(request, key_filter=(key_name, _key_set(_from_ipc(keys_bc.value))))
         for tasks in batches:
             for raw in tasks.column(0).to_pylist():
                 group = BucketGroup.from_dict(json.loads(raw))
                 consts = partition_values(t, group.partition)
-                for b in read_bucket_group(fs, group, snap, request):
+                for b in read_bucket_group(fs, group, snap, req):
                     yield _to_spark_batch(b, consts, arrow_fields, drop_first)
 
     if not plan.groups:
@@ -220,6 +231,25 @@ def _num_tasks(spark: SparkSession, groups: list[BucketGroup]) -> int:
     total = sum(f.size for g in groups for f in g.row_files + g.delete_files + g.originals)
     by_size = -(-total // TARGET_TASK_BYTES)
     return max(1, min(len(groups), max(by_size, spark.sparkContext.defaultParallelism)))
+
+
+def _ipc(values: pa.Array) -> bytes:
+    sink = pa.BufferOutputStream()
+    batch = pa.record_batch([values], names=["k"])
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> pa.Array:
+    return pa.ipc.open_stream(data).read_all().column(0).combine_chunks()
+
+
+def _key_set(values: pa.Array) -> pa.Array | np.ndarray:
+    """Integer keys as a sorted array for binary search; other types stay an Arrow value set."""
+    if pa.types.is_integer(values.type):
+        return np.unique(values.drop_null().to_numpy(zero_copy_only=False).astype(np.int64))
+    return values
 
 
 def _arrow_of(f: T.StructField, t: Table) -> pa.DataType:

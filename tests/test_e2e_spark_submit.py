@@ -1,0 +1,150 @@
+"""End to end through real spark-submit: the hive-acid CLI runs each statement as a Spark job
+(local master, and once on a standalone cluster started from the pyspark install)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import CORPUS
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+TRINO = CORPUS / "trinodb_trino/plugin/trino-hive/src/test/resources"
+
+
+def cli(url, *args, ok=True, timeout=300):
+    proc = subprocess.run([sys.executable, "-m", "airflow_hive_acid.cli", "--metastore", url, *args],
+                          capture_output=True, text=True, timeout=timeout)
+    if ok:
+        assert proc.returncode == 0, f"{args}: {proc.stderr[-3000:]}"
+    return proc
+
+
+def rows(url, table, *extra):
+    out = cli(url, "read", table, "--json", *extra).stdout
+    return [json.loads(x) for x in out.splitlines()]
+
+
+@pytest.fixture
+def url(tmp_path):
+    u = f"sqlite:///{tmp_path / 'm.db'}"
+    cli(u, "init", "--warehouse", str(tmp_path / "wh"))
+    return u
+
+
+def test_cli_statements_and_reads_through_spark_submit(url, tmp_path):
+    pq.write_table(pa.table({"id": list(range(1, 9)), "name": [f"n{i}" for i in range(1, 9)],
+                             "ds": ["d1"] * 4 + ["d2"] * 4}), tmp_path / "init.parquet")
+    (tmp_path / "changes.csv").write_text("id,name,ds,op\n1,uno,d1,U\n2,,d1,D\n9,nine,d2,I\n")
+    cli(url, "create-table", "app.users", "--columns", "id bigint, name string", "--partitioned-by", "ds string",
+        "--bucketed-by", "id", "--buckets", "2")
+    r = json.loads(cli(url, "--json", "insert", "app.users", "--source", str(tmp_path / "init.parquet")).stdout)
+    assert r["rows_inserted"] == 8 and r["committed"] and r["spark_app_id"].startswith("local-")
+    r = json.loads(cli(url, "--json", "merge", "app.users", "--source", str(tmp_path / "changes.csv"), "--on", "id",
+                       "--clause", "WHEN MATCHED AND s.op = 'D' THEN DELETE",
+                       "--clause", "WHEN MATCHED THEN UPDATE SET name = s.name",
+                       "--clause", "WHEN NOT MATCHED THEN INSERT (id, name, ds) VALUES (s.id, s.name, s.ds)").stdout)
+    assert (r["rows_updated"], r["rows_deleted"], r["rows_inserted"]) == (1, 1, 1)
+    got = {x["id"]: x for x in rows(url, "app.users", "--row-id")}
+    assert sorted(got) == [1, 3, 4, 5, 6, 7, 8, 9] and got[1]["name"] == "uno" and got[9]["ds"] == "d2"
+    assert got[1]["ROW__ID"]["writeId"] == 2 and got[3]["ROW__ID"]["writeId"] == 1
+    dirs = json.loads(cli(url, "--json", "dirs", "app.users").stdout)
+    d1 = [p for p in dirs["partitions"] if p["partition"] == "ds=d1"][0]
+    assert d1["deltas"] == ["delta_0000001_0000001_0000", "delta_0000002_0000002_0000"]
+    assert d1["delete_deltas"] == ["delete_delta_0000002_0000002_0000"]
+    # a bad statement: clear error on stderr, non-zero exit, nothing committed
+    bad = cli(url, "update", "app.users", "--set", "name = nosuch_col", ok=False)
+    assert bad.returncode == 1 and "nosuch_col" in bad.stderr and "update job failed" in bad.stderr
+    snap = json.loads(cli(url, "--json", "snapshot", "app.users").stdout)
+    assert snap["aborted"] == [3]
+    after = json.loads(cli(url, "--json", "dirs", "app.users").stdout)
+    assert [p["deltas"] for p in after["partitions"]] == [p["deltas"] for p in dirs["partitions"]]
+
+
+def test_register_a_hive_written_table_and_read_it(url, tmp_path):
+    import shutil
+    root = tmp_path / "nation"
+    (root / "delta_0000002_0000002_0000").mkdir(parents=True)
+    shutil.copy(TRINO / "nationFile25kRowsSortedOnNationKey/bucket_00000", root / "delta_0000002_0000002_0000")
+    for d in ("delete_delta_0000003_0000003_0000", "delete_delta_0000004_0000004_0000"):
+        shutil.copytree(TRINO / "nation_delete_deltas" / d, root / d)
+    out = json.loads(cli(url, "--json", "register", "hive.nation", "--location", str(root), "--columns",
+                         "n_nationkey int, n_name string, n_regionkey int, n_comment string").stdout)
+    assert out["adopted_write_ids"] == 4
+    got = rows(url, "hive.nation", "--columns", "n_nationkey")
+    assert len(got) == 23000 and {x["n_nationkey"] for x in got} == set(range(25)) - {5, 19}
+    # and it can be written here: delete one more nation
+    r = json.loads(cli(url, "--json", "delete", "hive.nation", "--where", "n_nationkey = 7").stdout)
+    assert (r["rows_deleted"], r["write_id"]) == (1000, 5)
+
+
+def test_killed_job_leaves_nothing_visible_and_its_txn_is_reaped(url, tmp_path):
+    cli(url, "config", "hive.txn.timeout", "3")
+    cli(url, "create-table", "app.k", "--columns", "id bigint")
+    pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "k.parquet")
+    proc = subprocess.Popen([sys.executable, "-m", "airflow_hive_acid.cli", "--metastore", url, "insert", "app.k",
+                             "--source", str(tmp_path / "k.parquet")], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:      # wait until the statement's txn is open and its job started
+        shown = json.loads(cli(url, "--json", "show", "transactions").stdout)
+        if shown and shown[0]["state"] == "OPEN":
+            break
+        time.sleep(0.5)
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGKILL)   # the CLI, spark-submit, the JVM and its Python workers
+    proc.wait()
+    time.sleep(3.5)
+    report = json.loads(cli(url, "--json", "housekeeper").stdout)
+    assert report["timed_out"] == [shown[0]["txn_id"]]
+    snap = json.loads(cli(url, "--json", "snapshot", "app.k").stdout)
+    assert snap["aborted"] == [1] and snap["open"] == []
+    dirs = json.loads(cli(url, "--json", "dirs", "app.k").stdout)["partitions"][0]
+    assert dirs["deltas"] == [] and dirs["base"] is None, "whatever the killed job wrote, no reader takes it"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and one worker on loopback, from the pyspark install."""
+    from airflow_hive_acid.spark.launcher import job_env, spark_home
+    home = Path(spark_home())
+    env = {**job_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp_path_factory.mktemp("logs")),
+           "SPARK_WORKER_DIR": str(tmp_path_factory.mktemp("work"))}
+    port, web = _free_port(), _free_port()
+    cls = str(home / "bin" / "spark-class")
+    master = subprocess.Popen([cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                               str(port), "--webui-port", str(web)], env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"spark://127.0.0.1:{port}"
+    worker = subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", url, "--cores", "2", "--memory", "2g",
+                               "--webui-port", str(_free_port()), "--host", "127.0.0.1"], env=env,
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield url
+    finally:
+        for p in (worker, master):
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=30)
+
+
+def test_statements_on_a_standalone_cluster(url, tmp_path, standalone_cluster):
+    pq.write_table(pa.table({"id": list(range(100)), "v": [i * 2 for i in range(100)]}), tmp_path / "a.parquet")
+    cli(url, "create-table", "app.c", "--columns", "id bigint, v bigint", "--bucketed-by", "id", "--buckets", "4")
+    r = json.loads(cli(url, "--json", "insert", "app.c", "--source", str(tmp_path / "a.parquet"), "--master",
+                       standalone_cluster, timeout=400).stdout)
+    assert r["rows_inserted"] == 100 and r["spark_app_id"].startswith("app-"), "ran as a cluster application"
+    got = {x["id"]: x["v"] for x in rows(url, "app.c", "--master", standalone_cluster)}
+    assert len(got) == 100 and got[3] == 6 and got[50] == 100
