@@ -102,6 +102,27 @@ def delete_events(orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndar
     ], schema=acid_schema(columns))
 
 
+def compacted_events(operation: int, orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndarray,
+                     current_txn: np.ndarray, rows: list[pa.Array] | None, columns: list[Column]) -> pa.Table:
+    """Events that keep their ROW__IDs, as the compactor copies them (already sorted by the
+    caller): insert events with their row values, or delete events (``rows=None``) with a
+    NULL row of the table's row type."""
+    n = len(row_id)
+    rtype = row_struct(columns)
+    if rows is None:
+        row = pa.array([None] * n, type=rtype) if n else pa.array([], type=rtype)
+    else:
+        row = pa.StructArray.from_arrays(rows, fields=list(rtype))
+    return pa.Table.from_arrays([
+        pa.array(np.full(n, operation, dtype=np.int32)),
+        pa.array(np.asarray(orig_txn, dtype=np.int64)),
+        pa.array(np.asarray(bucket_prop, dtype=np.int32)),
+        pa.array(np.asarray(row_id, dtype=np.int64)),
+        pa.array(np.asarray(current_txn, dtype=np.int64)),
+        row,
+    ], schema=acid_schema(columns))
+
+
 def encode_acid_file(events: pa.Table, *, base: bool = False, compression: str = "zlib") -> bytes:
     """ORC bytes of ACID events with Hive's footer metadata; deltas use Hive's smaller stripes."""
     op = events.column(0).to_numpy()

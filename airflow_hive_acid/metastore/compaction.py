@@ -18,9 +18,17 @@ from .config import MetastoreConfig
 from .db import Store
 from .errors import CompactionError, InvalidInputError, NoSuchObjectError
 from .models import NO_PARTITION, CompactionInfo, CompactionState, CompactionType
-from .schema import compaction_queue as cq, completed_compactions as cc, next_compaction_queue_id, txns
+from .schema import (
+    compaction_queue as cq, completed_compactions as cc, next_compaction_queue_id, txn_components, txn_to_write_id, txns,
+    write_stats,
+)
 
 _ACTIVE = ("i", "w")
+
+
+def cleaned_mark(db: str, table: str) -> str:
+    """Appended to an aborted txn's reason once the cleaner swept ``db.table`` for its files."""
+    return f"[files cleaned: {db}.{table}]"
 
 
 @dataclass(frozen=True)
@@ -133,15 +141,52 @@ class CompactionQueue:
 
     def set_compactor_txn(self, cq_id: int, txn_id: int, highest_write_id: int) -> None:
         """Record the worker's own txn and the highest write id it compacts (Hive's
-        ``updateCompactorState``); committing that txn stamps ``next_txn_id``."""
-        self._update(cq_id, ("w",), cq_txn_id=txn_id, cq_highest_write_id=highest_write_id)
+        ``updateCompactorState``); committing that txn stamps ``next_txn_id``. Like Hive, the
+        txn also gets a ``c`` component, so if it aborts the cleaner finds its output."""
+        with self.store.write() as conn:
+            row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
+            if row is None:
+                raise self._not_queued(conn, cq_id)
+            if row["cq_state"] != "w":
+                raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, "
+                                      "expected working")
+            conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(
+                cq_txn_id=txn_id, cq_highest_write_id=highest_write_id))
+            conn.execute(insert(txn_components).values(
+                tc_txnid=txn_id, tc_database=row["cq_database"], tc_table=row["cq_table"],
+                tc_partition=row["cq_partition"], tc_operation_type="c", tc_writeid=highest_write_id))
 
     def set_spark_app_id(self, cq_id: int, app_id: str) -> None:
         self._update(cq_id, ("w",), cq_hadoop_job_id=app_id[:128])
 
-    def mark_compacted(self, cq_id: int) -> None:
-        """working -> ready for cleaning (after the compactor's txn committed)."""
-        self._update(cq_id, ("w",), cq_state="r")
+    def mark_compacted(self, cq_id: int, output: dict[str, int] | None = None) -> None:
+        """working -> ready for cleaning, before the compactor's txn commits (as Hive does).
+
+        ``output`` (``base_files``/``base_bytes`` of a major, ``delta_*``/``delete_delta_*`` of a
+        minor, ``rows_inserted``/``rows_deleted``) is recorded as a ``c`` write stat of the
+        compactor's txn: it counts once that txn commits, so the initiator sees the new
+        layout without listing files; an abort drops it."""
+        with self.store.write() as conn:
+            row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
+            if row is None:
+                raise self._not_queued(conn, cq_id)
+            if row["cq_state"] != "w":
+                raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, "
+                                      "expected working")
+            conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(cq_state="r", cq_error_message=None))
+            if output is not None and row["cq_txn_id"] is not None:
+                o = {k: int(output.get(k, 0)) for k in (
+                    "rows_inserted", "rows_deleted", "delta_files", "delta_bytes", "delete_delta_files",
+                    "delete_delta_bytes", "base_files", "base_bytes")}
+                conn.execute(insert(write_stats).values(
+                    ws_database=row["cq_database"], ws_table=row["cq_table"], ws_partition=row["cq_partition"],
+                    ws_writeid=row["cq_highest_write_id"] or 0, ws_txnid=row["cq_txn_id"], ws_operation_type="c",
+                    rows_updated=0, committed_at=None, **o))
+
+    def set_cleaner_error(self, cq_id: int, error: str) -> None:
+        """A cleaner run that could not finish: the request stays ready for cleaning (the next
+        run retries) and says why, instead of claiming success (HIVE-24302)."""
+        self._update(cq_id, ("r",), cq_error_message=error[:8000], cq_cleaner_start=self.store.clock())
 
     def mark_failed(self, cq_id: int, error: str) -> None:
         self._finish(cq_id, "f", error, allowed=("i", "w", "r"))
@@ -235,6 +280,94 @@ class CompactionQueue:
             if low is not None:
                 q = q.where(cq.c.cq_next_txn_id <= low)
             return [_info(dict(r), "cq") for r in conn.execute(q).mappings()]
+
+    def recover_abandoned(self, claim_timeout_ms: int) -> list[tuple[int, str]]:
+        """Requests whose worker is gone, by the state of the compactor's txn: ``working`` with
+        an aborted txn (it stopped heartbeating and timed out, or failed) goes back to the queue;
+        ``working`` without a txn, claimed longer than ``claim_timeout_ms`` ago, too;
+        ``ready for cleaning`` whose txn aborted before commit becomes ``failed`` (its output
+        is invisible and the cleaner removes it) instead of waiting forever. Returns
+        ``(id, what was done)``."""
+        now = self.store.clock()
+        with self.store.read() as conn:
+            rows = conn.execute(select(cq.c.cq_id, cq.c.cq_state, cq.c.cq_txn_id, cq.c.cq_start, cq.c.cq_worker_id,
+                                       txns.c.txn_state, txns.c.txn_meta_info)
+                                .outerjoin(txns, txns.c.txn_id == cq.c.cq_txn_id)
+                                .where(cq.c.cq_state.in_(("w", "r")))).all()
+        done: list[tuple[int, str]] = []
+        for cid, state, txn, start, worker, tstate, why in rows:
+            try:
+                if state == "w" and txn is not None and tstate in ("a", None):
+                    msg = (f"compactor transaction {txn} of worker {worker} was aborted "
+                           f"({why or 'no longer known'}); requeued")
+                    self.requeue(cid, msg)
+                    done.append((cid, "requeued"))
+                elif state == "w" and txn is None and start is not None and start < now - claim_timeout_ms:
+                    self.requeue(cid, f"worker {worker} claimed it but never started a transaction; requeued")
+                    done.append((cid, "requeued"))
+                elif state == "r" and txn is not None and tstate in ("a", None):
+                    self.mark_failed(cid, f"compactor transaction {txn} was aborted before it committed "
+                                          f"({why or 'no longer known'}); its output is discarded")
+                    done.append((cid, "failed"))
+            except CompactionError:   # another worker or cleaner moved it meanwhile
+                continue
+        return done
+
+    def aborted_write_targets(self, table: str | None = None) -> list[tuple[str, str, str, list[int]]]:
+        """Where aborted txns left files: ``(db, table, partition, txn ids)`` from the write
+        components aborted txns keep (partition ``''`` of a partitioned table: a dynamic
+        partition write whose partitions are unknown)."""
+        q = (select(txn_components.c.tc_database, txn_components.c.tc_table, txn_components.c.tc_partition,
+                    txn_components.c.tc_txnid)
+             .join(txns, txns.c.txn_id == txn_components.c.tc_txnid).where(txns.c.txn_state == "a"))
+        if table:
+            info = self.catalog.get_table(table)
+            q = q.where(txn_components.c.tc_database == info.db, txn_components.c.tc_table == info.name)
+        # an aborted txn that got a write id but recorded no component (a dynamic-partition
+        # write killed before it knew its partitions) may have left files in any partition
+        q2 = (select(txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txns.c.txn_id,
+                     txns.c.txn_meta_info)
+              .join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid).where(txns.c.txn_state == "a"))
+        if table:
+            q2 = q2.where(txn_to_write_id.c.t2w_database == info.db, txn_to_write_id.c.t2w_table == info.name)
+        out: dict[tuple[str, str, str], set[int]] = {}
+        with self.store.read() as conn:
+            seen = set()
+            for d, t, p, txn in conn.execute(q):
+                out.setdefault((d, t, p), set()).add(txn)
+                seen.add((d, t, txn))
+            for d, t, txn, why in conn.execute(q2):
+                if (d, t, txn) not in seen and cleaned_mark(d, t) not in (why or ""):
+                    out.setdefault((d, t, NO_PARTITION), set()).add(txn)
+        return [(d, t, p, sorted(ids)) for (d, t, p), ids in sorted(out.items())]
+
+    def clear_aborted_components(self, db: str, table: str, partitions: list[str], txn_ids: list[int],
+                                 ended_before_ms: int) -> int:
+        """Forget where aborted txns wrote once their files are gone (Hive's markCleaned does
+        this). Only txns that ended before ``ended_before_ms`` are forgotten: a job of a txn that
+        just timed out may still be publishing files, and the next run must find them."""
+        if not txn_ids or not partitions:
+            return 0
+        mark = cleaned_mark(db, table)
+        with self.store.write() as conn:
+            old = [r[0] for r in conn.execute(select(txns.c.txn_id).where(
+                txns.c.txn_state == "a", txns.c.txn_ended < ended_before_ms, txns.c.txn_id.in_(txn_ids)))]
+            if not old:
+                return 0
+            n = conn.execute(delete(txn_components).where(
+                txn_components.c.tc_database == db, txn_components.c.tc_table == table,
+                txn_components.c.tc_partition.in_(partitions), txn_components.c.tc_txnid.in_(old))).rowcount
+            # txns that never recorded where they wrote: remember that this table was swept for
+            # them (their write ids stay aborted in every snapshot; nothing becomes visible)
+            left = {r[0] for r in conn.execute(select(txn_components.c.tc_txnid).where(
+                txn_components.c.tc_database == db, txn_components.c.tc_table == table,
+                txn_components.c.tc_txnid.in_(old)))}
+            for txn, why in conn.execute(select(txns.c.txn_id, txns.c.txn_meta_info).where(
+                    txns.c.txn_id.in_([t for t in old if t not in left]))).all():
+                if mark not in (why or ""):
+                    conn.execute(update(txns).where(txns.c.txn_id == txn).values(
+                        txn_meta_info=((why or "") + " " + mark).strip()[:4000]))
+            return n
 
     def working_since(self, older_than_ms: int) -> list[CompactionInfo]:
         """Requests a worker claimed before ``older_than_ms`` and still holds (maybe dead)."""

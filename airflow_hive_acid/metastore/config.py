@@ -20,6 +20,12 @@ class MetastoreConfig:
     lock_wait_timeout: float = 120.0      # how long lock() waits before LOCK_ACQUIRE_TIMEDOUT
     housekeeper_interval: float = 60.0    # metastore.acid.housekeeper.interval (seconds)
     compactor_worker_timeout: float = 86400.0  # hive.compactor.worker.timeout (seconds)
+    delta_num_threshold: int = 10          # hive.compactor.delta.num.threshold
+    delta_pct_threshold: float = 0.1       # hive.compactor.delta.pct.threshold
+    aborted_txn_threshold: int = 1000      # hive.compactor.abortedtxn.threshold
+    aborted_txn_time_threshold: float = 43200.0  # hive.compactor.aborted.txn.time.threshold (s)
+    failed_compacts_threshold: int = 2     # metastore.compactor.initiator.failed.compacts.threshold
+    failed_retry_time: float = 7 * 86400.0  # hive.compactor.initiator.failed.retry.time (s)
 
     KEYS = {
         "warehouse": "hive.metastore.warehouse.dir",
@@ -28,6 +34,12 @@ class MetastoreConfig:
         "lock_wait_timeout": "hive.lock.wait.timeout",
         "housekeeper_interval": "metastore.acid.housekeeper.interval",
         "compactor_worker_timeout": "hive.compactor.worker.timeout",
+        "delta_num_threshold": "hive.compactor.delta.num.threshold",
+        "delta_pct_threshold": "hive.compactor.delta.pct.threshold",
+        "aborted_txn_threshold": "hive.compactor.abortedtxn.threshold",
+        "aborted_txn_time_threshold": "hive.compactor.aborted.txn.time.threshold",
+        "failed_compacts_threshold": "metastore.compactor.initiator.failed.compacts.threshold",
+        "failed_retry_time": "hive.compactor.initiator.failed.retry.time",
     }
 
     @classmethod

@@ -1,7 +1,7 @@
 """``Metastore``: the one object callers hold — catalog, transactions, locks, compactions."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy import insert, select
@@ -11,6 +11,7 @@ from .compaction import CompactionQueue
 from .config import MetastoreConfig, default_warehouse, load_config, save_config
 from .db import Store, now_ms
 from .errors import InvalidInputError, NotInitializedError
+from .initiator import Initiator
 from .locks import LockManager
 from .schema import SCHEMA_VERSION, config as config_t, metadata, next_compaction_queue_id, next_lock_id, next_txn_id
 from .txn import TxnManager
@@ -24,6 +25,7 @@ class HousekeepingReport:
     purged_committed_txns: int
     purged_compaction_history: int
     requeued_compactions: list[int]
+    failed_compactions: list[int] = field(default_factory=list)   # compactor txn aborted after compacting
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -45,6 +47,7 @@ class Metastore:
         self.txns = TxnManager(self.store, self.config, self.catalog)
         self.locks = LockManager(self.store, self.config, self.catalog, self.txns)
         self.compactions = CompactionQueue(self.store, self.config, self.catalog)
+        self.initiator = Initiator(self.store, self.config, self.catalog, self.compactions)
 
     @property
     def url(self) -> str:
@@ -94,8 +97,13 @@ class Metastore:
             self.compactions.requeue(c.id, f"worker {c.worker_id} did not finish within "
                                            f"{self.config.compactor_worker_timeout:g}s; requeued")
             requeued.append(c.id)
+        # a worker whose compactor txn timed out (it died) gives its request back at once
+        failed = []
+        for cid, action in self.compactions.recover_abandoned(self.txns.timeout_ms):
+            (requeued if action == "requeued" else failed).append(cid)
         purged_hist = self.compactions.purge_history()
-        return HousekeepingReport(timed_out, purged_rows, purged_aborted, purged_committed, purged_hist, requeued)
+        return HousekeepingReport(timed_out, purged_rows, purged_aborted, purged_committed, purged_hist, requeued,
+                                  failed)
 
     def close(self) -> None:
         self.store.dispose()

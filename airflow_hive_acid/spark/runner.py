@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from ..acid.errors import AcidError
 from ..acid.partitions import make_part_name, parse_spec_text
-from . import dml
+from . import compact, dml
 from .protocol import JobSpec, JobSpecError, Manifest, MergeClause, SourceSpec, parse_merge_clause
 from .scan import Table, read_table, select_partitions
 from .write import Statement, write_statement
@@ -48,6 +48,12 @@ def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
     a = spec.args
     if spec.job == "read":
         manifest.result = read(spark, spec, table)
+        return
+    if spec.job == "compact":
+        manifest.partitions, manifest.result = compact.run_compaction(spark, spec)
+        return
+    if spec.job == "clean":
+        manifest.result = compact.run_clean(spark, spec)
         return
     if table.spec.insert_only and spec.job != "insert":
         raise dml.DmlError(f"{table.spec.name} is an insert-only table: only INSERT is allowed")

@@ -1,0 +1,336 @@
+"""Compaction end to end: initiator, worker, cleaner and manual ``ALTER TABLE ... COMPACT``.
+
+The worker follows Hive 4's (``hive-acid-format.md`` §5.2): claim a request, open its own
+COMPACTION txn, SHARED_READ-lock the partition, compact every write id below the lowest open
+one (the compactor ValidWriteIdList), run the Spark job with the txn heartbeating, record the
+output, mark the request ``ready for cleaning`` and commit. Any failure aborts the txn (its
+``_v<txn>`` output stays invisible and the cleaner removes it) and marks the request
+``failed`` with the error. The cleaner runs a Spark job per request once no txn that was open
+when the compactor committed remains, and marks it ``succeeded`` only if the job found the
+obsolete files gone; it also removes what aborted writes left behind.
+
+Like ``statements.py``, it imports neither pyspark nor Airflow: ``submit`` runs a job.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .heartbeat import Heartbeater
+from .metastore import (
+    CompactionState,
+    CompactionType,
+    InvalidInputError,
+    LockComponent,
+    LockType,
+    Metastore,
+    NoSuchObjectError,
+    TxnState,
+    TxnType,
+)
+from .metastore.initiator import InitiatorDecision
+from .spark.protocol import JobSpec, Manifest, SnapshotSpec
+from .statements import Submit, table_spec
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CleanResult", "Compactor", "InitiatorDecision", "WorkerResult"]
+
+
+def default_worker_id() -> str:
+    """``<host>-<pid>-<thread>``: Hive's ``CQ_WORKER_ID`` is ``<host>-<threadId>``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{threading.get_ident() % 100000}"
+
+
+@dataclass
+class WorkerResult:
+    """One request a worker ran: its final state and what the job did."""
+
+    id: int
+    table: str
+    partition: str
+    type: str
+    state: str
+    txn_id: int | None = None
+    highest_write_id: int | None = None
+    input: list[str] = field(default_factory=list)
+    output: list[str] = field(default_factory=list)
+    rows: int = 0
+    delete_events: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    spark_app_id: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["partition"] = self.partition or None
+        return d
+
+
+@dataclass
+class CleanResult:
+    """One cleaner task: a compaction's obsolete files, or what aborted writes left."""
+
+    kind: str                         # "compaction" | "aborted"
+    table: str
+    partitions: list[str] | None
+    id: int | None = None             # the compaction request, for kind "compaction"
+    state: str | None = None          # the request's state afterwards
+    deleted: list[str] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Compactor:
+    """Initiator, worker and cleaner over one metastore, running Spark jobs with ``submit``
+    (LocalSubmitter in the CLI and tests, the Airflow hook's own in operators)."""
+
+    def __init__(self, metastore: Metastore, submit: Submit, *, worker_id: str | None = None,
+                 work_dir: str | None = None, heartbeat_interval: float | None = None):
+        self.ms = metastore
+        self.submit = submit
+        self.worker_id = worker_id or default_worker_id()
+        self.work_dir = work_dir
+        self.heartbeat_interval = heartbeat_interval
+        self.on_lost = None
+        if hasattr(submit, "kill"):
+            def on_lost(_reason: str) -> None:   # the compactor txn is gone: stop writing for it
+                submit.kill()  # type: ignore[attr-defined]
+            self.on_lost = on_lost
+
+    # -- initiator ------------------------------------------------------------------------------
+    def initiate(self, *, table: str | None = None) -> list[InitiatorDecision]:
+        """One initiator cycle: queue the compactions the recorded write stats call for."""
+        return self.ms.initiator.run(table=table, initiator_id=self.worker_id)
+
+    # -- worker ---------------------------------------------------------------------------------
+    def run_worker(self, *, table: str | None = None, cq_id: int | None = None) -> WorkerResult | None:
+        """Claim one initiated request (the given one if ``cq_id``) and run it; None if there is
+        nothing to claim. Requests of dead workers are recovered first."""
+        if cq_id is not None:
+            self.ms.compactions.get(cq_id)    # unknown id -> NoSuchObjectError
+        self.ms.compactions.recover_abandoned(self.ms.txns.timeout_ms)
+        req = self.ms.compactions.claim(self.worker_id, table=table, cq_id=cq_id)
+        if req is None:
+            return None
+        name = f"{req.db}.{req.table}"
+        res = WorkerResult(req.id, name, req.partition, req.type.name, CompactionState.WORKING.label)
+        started = time.time()
+        txn: int | None = None
+        try:
+            try:
+                info = self.ms.catalog.get_table(name)
+            except NoSuchObjectError:
+                return self._refuse(res, f"table {name} no longer exists")
+            if info.is_insert_only or not info.is_transactional:
+                return self._refuse(res, f"{name} is not a full-ACID table; only full-ACID tables are compacted")
+            txn = self.ms.txns.open_txn(agent_info=f"compactor {self.worker_id} request {req.id}",
+                                        txn_type=TxnType.COMPACTION)
+            res.txn_id = txn
+            self.ms.locks.lock([LockComponent(info.db, info.name, req.partition, LockType.SHARED_READ)], txn,
+                               agent_info=f"compactor {self.worker_id}")
+            snap = self.ms.txns.snapshot(name, txn_id=txn)
+            cwl = snap.valid_write_ids.for_compactor()
+            res.highest_write_id = cwl.high_watermark
+            self.ms.compactions.set_compactor_txn(req.id, txn, cwl.high_watermark)
+            spec = JobSpec(job="compact", table=table_spec(info),
+                           snapshot=SnapshotSpec(snap.valid_txns.to_string(), cwl.to_string()), manifest_path="",
+                           txn_id=txn, write_id=cwl.high_watermark,
+                           args={"partition": req.partition, "type": req.type.name.lower(), "compaction_id": req.id})
+            manifest = self._submit(spec, txn)
+            if manifest.spark_app_id:
+                self.ms.compactions.set_spark_app_id(req.id, manifest.spark_app_id)
+            self._fill(res, manifest)
+            r = manifest.result
+            if not r.get("compacted"):
+                garbage = r.get("obsolete_before") or r.get("aborted_before")
+                self.ms.txns.commit_txn(txn)
+                if garbage:    # nothing to merge, but something to clean: on to the cleaner
+                    self.ms.compactions.mark_compacted(req.id)
+                    res.state = CompactionState.READY_FOR_CLEANING.label
+                    return res
+                return self._refuse(res, f"None of the compaction thresholds met: {r.get('reason')}")
+            p = manifest.partitions[0] if manifest.partitions else None
+            output = ({k: getattr(p, k) for k in ("rows_inserted", "rows_deleted", "delta_files", "delta_bytes",
+                                                  "delete_delta_files", "delete_delta_bytes", "base_files",
+                                                  "base_bytes")} if p else {})
+            self.ms.compactions.mark_compacted(req.id, output)   # then commit, as Hive does
+            self.ms.txns.commit_txn(txn)
+            res.state = CompactionState.READY_FOR_CLEANING.label
+            return res
+        except BaseException as exc:
+            res.error = f"{type(exc).__name__}: {exc}"[:4000]
+            res.state = CompactionState.FAILED.label
+            self._fail(req.id, txn, res.error)
+            if not isinstance(exc, Exception):
+                raise
+            return res
+        finally:
+            res.seconds = round(time.time() - started, 3)
+
+    def _refuse(self, res: WorkerResult, reason: str) -> WorkerResult:
+        self.ms.compactions.mark_refused(res.id, reason)
+        res.state, res.error = CompactionState.REFUSED.label, reason
+        return res
+
+    def _fail(self, cq_id: int, txn: int | None, error: str) -> None:
+        try:
+            if txn is not None and self.ms.txns.get_txn(txn).state is TxnState.OPEN:
+                self.ms.txns.abort_txn(txn, f"compaction {cq_id} failed: {error}"[:2000])
+        except Exception:
+            log.exception("could not abort compactor transaction %s", txn)
+        try:
+            self.ms.compactions.mark_failed(cq_id, error)
+        except Exception:
+            log.exception("could not mark compaction %s failed", cq_id)
+
+    @staticmethod
+    def _fill(res: WorkerResult, m: Manifest) -> None:
+        r = m.result
+        res.input = list(r.get("input") or [])
+        res.output = list(r.get("output") or [])
+        res.rows = int(r.get("rows") or 0)
+        res.delete_events = int(r.get("delete_events") or 0)
+        res.bytes = m.bytes_written
+        res.spark_app_id = m.spark_app_id
+
+    def _submit(self, spec: JobSpec, txn_id: int | None) -> Manifest:
+        with tempfile.TemporaryDirectory(prefix="hive-acid-job-", dir=self.work_dir) as tmp:
+            spec.manifest_path = os.path.join(tmp, "manifest.json")
+            spec_path = os.path.join(tmp, "spec.json")
+            spec.save(spec_path)
+            if txn_id is None:
+                return self.submit(spec, spec_path)
+            with Heartbeater(self.ms, txn_id, self.heartbeat_interval, self.on_lost):
+                return self.submit(spec, spec_path)
+
+    # -- cleaner --------------------------------------------------------------------------------
+    def clean(self, *, table: str | None = None) -> list[CleanResult]:
+        """Clean every ``ready for cleaning`` request no open txn can still need, then the
+        files of aborted writes. A request becomes ``succeeded`` only when the job reports
+        nothing obsolete left; otherwise it stays ready for cleaning with the reason."""
+        self.ms.compactions.recover_abandoned(self.ms.txns.timeout_ms)
+        only = self.ms.catalog.get_table(table) if table else None
+        out: list[CleanResult] = []
+        for c in self.ms.compactions.ready_for_cleaning():
+            if only is not None and (c.db, c.table) != (only.db, only.name):
+                continue
+            out.append(self._clean_compaction(c))
+        out.extend(self._clean_aborted(only.qualified_name if only else None))
+        return out
+
+    def _clean_compaction(self, c) -> CleanResult:  # type: ignore[no-untyped-def]
+        name = f"{c.db}.{c.table}"
+        res = CleanResult("compaction", name, [c.partition] if c.partition else None, c.id)
+        try:
+            info = self.ms.catalog.get_table(name)
+        except NoSuchObjectError:
+            self.ms.compactions.mark_failed(c.id, f"table {name} no longer exists; nothing to clean")
+            res.state, res.error = CompactionState.FAILED.label, f"table {name} no longer exists"
+            return res
+        snap = self.ms.txns.snapshot(name)
+        cleaner = snap.valid_write_ids.for_cleaner(c.highest_write_id or 0)
+        spec = JobSpec(job="clean", table=table_spec(info),
+                       snapshot=SnapshotSpec(snap.valid_txns.to_string(), cleaner.to_string()), manifest_path="",
+                       args={"mode": "compaction", "partitions": res.partitions,
+                             "highest_write_id": c.highest_write_id or 0, "compaction_id": c.id})
+        try:
+            r = self._submit(spec, None).result
+        except Exception as exc:  # noqa: BLE001 - stays ready for cleaning; the next run retries
+            res.error = f"{type(exc).__name__}: {exc}"[:4000]
+            self.ms.compactions.set_cleaner_error(c.id, f"cleaner failed, will retry: {res.error}")
+            res.state = CompactionState.READY_FOR_CLEANING.label
+            return res
+        res.deleted, res.remaining = list(r.get("deleted") or []), list(r.get("remaining") or [])
+        if res.remaining:
+            res.error = (f"{len(res.remaining)} obsolete path(s) still present after cleaning: "
+                         f"{', '.join(res.remaining[:10])}" + (f"; errors: {r.get('errors')}" if r.get("errors") else ""))
+            self.ms.compactions.set_cleaner_error(c.id, res.error + "; will retry")
+            res.state = CompactionState.READY_FOR_CLEANING.label
+            return res
+        self.ms.compactions.mark_cleaned(c.id)
+        res.state = CompactionState.SUCCEEDED.label
+        return res
+
+    def _clean_aborted(self, table: str | None) -> list[CleanResult]:
+        """Per table, the partitions aborted txns wrote to (every partition for a dynamic-
+        partition write that never said which): only aborted directories go (HIVE-25502)."""
+        by_table: dict[tuple[str, str], dict[str, set[int]]] = {}
+        for db, tbl, part, ids in self.ms.compactions.aborted_write_targets(table):
+            by_table.setdefault((db, tbl), {}).setdefault(part, set()).update(ids)
+        out = []
+        ended_before = self.ms.store.clock() - self.ms.txns.timeout_ms
+        for (db, tbl), parts in sorted(by_table.items()):
+            name = f"{db}.{tbl}"
+            try:
+                info = self.ms.catalog.get_table(name)
+            except NoSuchObjectError:
+                continue
+            txn_ids = sorted(set().union(*parts.values()))
+            scan_all = info.is_partitioned and "" in parts
+            partitions = None if (scan_all or not info.is_partitioned) else sorted(parts)
+            res = CleanResult("aborted", name, partitions)
+            snap = self.ms.txns.snapshot(name)
+            spec = JobSpec(job="clean", table=table_spec(info),
+                           snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
+                           manifest_path="", args={"mode": "aborted", "partitions": partitions,
+                                                   "aborted_txns": txn_ids})
+            try:
+                r = self._submit(spec, None).result
+            except Exception as exc:  # noqa: BLE001 - metadata stays; the next run retries
+                res.error = f"{type(exc).__name__}: {exc}"[:4000]
+                out.append(res)
+                continue
+            res.deleted, res.remaining = list(r.get("deleted") or []), list(r.get("remaining") or [])
+            if res.remaining:
+                res.error = f"{len(res.remaining)} aborted path(s) still present: {', '.join(res.remaining[:10])}"
+            else:
+                self.ms.compactions.clear_aborted_components(db, tbl, sorted(parts), txn_ids, ended_before)
+            out.append(res)
+        return out
+
+    # -- manual ---------------------------------------------------------------------------------
+    def compact(self, table: str, partition: str | None = None, type: str = "major", *,
+                wait: bool = False) -> dict:
+        """``ALTER TABLE t [PARTITION (...)] COMPACT 'major'|'minor' [AND WAIT]``: queue a manual
+        request (bypassing the thresholds); with ``wait`` run it and the cleaner now and return
+        the final state."""
+        ctype = CompactionType.parse(type)
+        info = self.ms.catalog.get_table(table)
+        if info.is_insert_only or not info.is_transactional:
+            raise InvalidInputError(f"{info.qualified_name} is not a full-ACID table: cannot compact it")
+        part = None
+        if partition:
+            part = self.ms.catalog.partition_name(info, partition)
+            if part not in self.ms.catalog.list_partitions(info.qualified_name):
+                raise InvalidInputError(f"table {info.qualified_name} has no partition {part}")
+        elif info.is_partitioned:
+            raise InvalidInputError(f"table {info.qualified_name} is partitioned: name the partition to compact")
+        r = self.ms.compactions.enqueue(info.qualified_name, part, ctype, manual=True,
+                                        initiator_id=self.worker_id, reason=f"manual {ctype.name} compaction")
+        out: dict[str, Any] = {"id": r.id, "state": r.state.label, "accepted": r.accepted, "message": r.message}
+        if not wait:
+            return out
+        current = self.ms.compactions.get(r.id)
+        if current.state is CompactionState.INITIATED:
+            worker = self.run_worker(cq_id=r.id)
+            out["worker"] = worker.to_dict() if worker else None
+        delay = 2.0
+        while self.ms.compactions.get(r.id).state in (CompactionState.INITIATED, CompactionState.WORKING):
+            time.sleep(delay)     # someone else's worker runs it: poll as Hive's AND WAIT does
+            delay = min(delay * 2, 30.0)
+        if self.ms.compactions.get(r.id).state is CompactionState.READY_FOR_CLEANING:
+            out["clean"] = [c.to_dict() for c in self.clean(table=info.qualified_name)]
+        final = self.ms.compactions.get(r.id)
+        out.update(state=final.state.label, error=final.error_message, compaction=final.to_dict())
+        return out
