@@ -19,9 +19,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# make bench [BENCH=metastore|merge|amplification|compaction] [BENCH_ARGS=...]
+BENCH ?= metastore
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/metastore.py
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/$(BENCH).py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .hive-acid

@@ -36,8 +36,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], out=sys.stdout) -> None:
+def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], out=None) -> None:
     """Tab-separated with a header line, like Hive's CLI output of SHOW commands."""
+    out = out if out is not None else sys.stdout
     print("\t".join(h for h, _ in columns), file=out)
     for r in rows:
         print("\t".join(_fmt(r.get(k)) for _, k in columns), file=out)
@@ -244,6 +245,69 @@ def cmd_housekeeper(args: argparse.Namespace) -> None:
     emit(args, report.to_dict())
 
 
+# -- compaction (initiator, worker, cleaner; Spark jobs for the files) -------------------------------
+def _compactor(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .compactor import Compactor
+    from .spark.launcher import LocalSubmitter
+    log = (lambda line: print(line, file=sys.stderr)) if getattr(args, "verbose", False) else (lambda line: None)
+    return Compactor(_ms(args), LocalSubmitter(master=getattr(args, "master", None), log=log))
+
+
+def cmd_compact(args: argparse.Namespace) -> None:
+    """ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor' [AND WAIT]."""
+    out = _compactor(args).compact(args.table, args.partition, args.type, wait=args.wait)
+
+    def human() -> None:
+        if not args.wait:
+            print(out["message"])
+            return
+        print(out["message"])
+        print(f"Compaction with id {out['id']} finished with status: {out['state']}")
+        if out.get("error"):
+            print(f"Error: {out['error']}")
+
+    emit(args, out, human)
+    if args.wait and out["state"] in (CompactionState.FAILED.label, CompactionState.REFUSED.label):
+        raise CliError(f"compaction {out['id']} {out['state']}: {out.get('error')}")
+
+
+INITIATOR_COLUMNS = [("Table", "table"), ("Partition", "partition"), ("Decision", "action"), ("Type", "type"),
+                     ("CompactionId", "compaction_id"), ("Reason", "reason")]
+
+
+def cmd_initiator(args: argparse.Namespace) -> None:
+    from .compactor import Compactor
+    decisions = [d.to_dict() for d in Compactor(_ms(args), _no_submit).initiate(table=args.table)]
+    emit(args, decisions, lambda: print_table(decisions, INITIATOR_COLUMNS))
+
+
+def _no_submit(spec, _path):  # type: ignore[no-untyped-def]
+    raise CliError(f"the initiator runs no Spark job (asked for {spec.job})")
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    res = _compactor(args).run_worker(table=args.table, cq_id=args.id)
+    if res is None:
+        emit(args, None, lambda: print("No compaction to run"))
+        return
+    d = res.to_dict()
+    emit(args, d, lambda: print(
+        f"Compaction {d['id']} of {d['table']}{' ' + d['partition'] if d['partition'] else ''} ({d['type']}): "
+        f"{d['state']}" + (f"; wrote {', '.join(d['output'])}" if d["output"] else "")
+        + (f"; {d['error']}" if d["error"] else "")))
+    if res.state == CompactionState.FAILED.label:
+        raise CliError(f"compaction {res.id} failed: {res.error}")
+
+
+CLEAN_COLUMNS = [("Kind", "kind"), ("CompactionId", "id"), ("Table", "table"), ("Partitions", "partitions"),
+                 ("State", "state"), ("Deleted", "deleted"), ("Remaining", "remaining"), ("Error", "error")]
+
+
+def cmd_cleaner(args: argparse.Namespace) -> None:
+    results = [c.to_dict() for c in _compactor(args).clean(table=args.table)]
+    emit(args, results, lambda: print_table(results, CLEAN_COLUMNS))
+
+
 # -- data commands (each runs a Spark job in its own transaction) ----------------------------------
 def _runner(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .spark.launcher import LocalSubmitter
@@ -253,17 +317,11 @@ def _runner(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _source(args: argparse.Namespace) -> dict:
-    if getattr(args, "source_table", None):
-        ms = _ms(args)
-        from .statements import table_spec
-        info = ms.catalog.get_table(args.source_table)
-        snap = ms.txns.snapshot(info.qualified_name)
-        return {"table": table_spec(info).__dict__,
-                "snapshot": {"valid_txns": snap.valid_txns.to_string(),
-                             "valid_write_ids": snap.valid_write_ids.to_string()}}
-    if not args.source:
+    from .statements import source_args
+    if not args.source and not getattr(args, "source_table", None):
         raise CliError("give --source PATH (or --source-table DB.TABLE)")
-    return {"path": args.source, "format": args.format, "options": _kv(args.option, "--option")}
+    return source_args(_ms(args), path=args.source, format=args.format, options=_kv(args.option, "--option"),
+                       table=getattr(args, "source_table", None))
 
 
 def _partition_dict(text: str | None) -> dict[str, str] | None:
@@ -290,14 +348,10 @@ def cmd_delete(args: argparse.Namespace) -> None:
 
 
 def cmd_update(args: argparse.Namespace) -> None:
-    from .spark.protocol import split_top_level
+    from .spark.protocol import parse_assignments
     sets: dict[str, str] = {}
     for item in args.set:
-        for part in split_top_level(item):
-            if "=" not in part:
-                raise CliError(f"--set {part!r} is not 'column = expression'")
-            col, expr = part.split("=", 1)
-            sets[col.strip().lower()] = expr.strip()
+        sets.update(parse_assignments(item))
     _report(args, _runner(args).run("update", args.table, {"set": sets, "where": args.where}))
 
 
@@ -517,7 +571,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_housekeeper)
 
     _data_parsers(sub)
+    _compaction_parsers(sub)
     return p
+
+
+def _compaction_parsers(sub: Any) -> None:
+    def spark_opts(s: argparse.ArgumentParser) -> None:
+        s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
+        s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
+
+    s = _command(sub, "compact", help="ALTER TABLE ... COMPACT 'major'|'minor' [AND WAIT]")
+    s.add_argument("table", metavar="DB.TABLE")
+    s.add_argument("--partition", help="col=value[,col=value] (required for a partitioned table)")
+    s.add_argument("--type", required=True, choices=["major", "minor"])
+    s.add_argument("--wait", action="store_true", help="run the worker and the cleaner now and wait for the result")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_compact)
+
+    s = _command(sub, "initiator", help="queue the compactions the recorded write stats call for")
+    s.add_argument("--table", metavar="DB.TABLE")
+    s.set_defaults(fn=cmd_initiator)
+
+    s = _command(sub, "worker", help="claim one queued compaction and run it")
+    s.add_argument("--table", metavar="DB.TABLE")
+    s.add_argument("--id", type=int, help="this compaction id")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_worker)
+
+    s = _command(sub, "cleaner", help="delete files compactions made obsolete, and files of aborted writes")
+    s.add_argument("--table", metavar="DB.TABLE")
+    spark_opts(s)
+    s.set_defaults(fn=cmd_cleaner)
 
 
 def _data_parsers(sub: Any) -> None:

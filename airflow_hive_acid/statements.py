@@ -20,7 +20,7 @@ from .heartbeat import Heartbeater
 from .metastore import (
     LockComponent, LockType, Metastore, Operation, TableInfo, TxnState, TxnType, WriteStat,
 )
-from .spark.protocol import JobSpec, Manifest, SnapshotSpec, SourceSpec, TableSpec
+from .spark.protocol import JobSpec, Manifest, SnapshotSpec, SourceSpec, TableSpec, parse_merge_clause
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,21 @@ def writes_from_manifest(info: TableInfo, write_id: int, manifest: Manifest) -> 
                       base_files=p.base_files, base_bytes=p.base_bytes) for p in manifest.partitions]
 
 
+def source_args(ms: Metastore, *, path: str | None = None, format: str | None = None,
+                options: dict[str, str] | None = None, table: str | None = None) -> dict[str, Any]:
+    """The ``source`` argument of INSERT / MERGE: files at ``path``, or another ACID table read
+    at its current snapshot."""
+    if bool(path) == bool(table):
+        raise ValueError("give exactly one source: a path (ORC/Parquet/CSV/JSON files) or an ACID table")
+    if table:
+        info = ms.catalog.get_table(table)
+        snap = ms.txns.snapshot(info.qualified_name)
+        return {"table": table_spec(info).__dict__,
+                "snapshot": {"valid_txns": snap.valid_txns.to_string(),
+                             "valid_write_ids": snap.valid_write_ids.to_string()}}
+    return {"path": path, "format": format, "options": dict(options or {})}
+
+
 @dataclass
 class StatementResult:
     """What a statement did; ``to_dict`` is what an operator pushes to XCom."""
@@ -64,7 +79,7 @@ class StatementResult:
                 "rows_inserted": m.rows_inserted, "rows_updated": m.rows_updated, "rows_deleted": m.rows_deleted,
                 "files": m.files_written, "bytes": m.bytes_written,
                 "partitions": [p.partition for p in m.partitions], "spark_app_id": m.spark_app_id,
-                "snapshot": self.snapshot}
+                "job_seconds": round(m.seconds, 3), "snapshot": self.snapshot}
 
 
 class StatementRunner:
@@ -79,6 +94,7 @@ class StatementRunner:
         self.agent_info = agent_info
         self.lock_wait = lock_wait
         self.heartbeat_interval = heartbeat_interval
+        self.own_txn: int | None = None   # the txn this runner opened and has not ended yet
         if on_lost is None and hasattr(submit, "kill"):
             def on_lost(_reason: str) -> None:   # the txn is gone: stop the job writing for it
                 submit.kill()  # type: ignore[attr-defined]
@@ -98,6 +114,7 @@ class StatementRunner:
         if own:
             txn_id, wids = self.ms.txns.begin_write([info.qualified_name], agent_info=self.agent_info)
             write_id = wids[info.qualified_name]
+            self.own_txn = txn_id
         else:
             write_id = self.ms.txns.allocate_write_id(txn_id, info.qualified_name)
         manifest: Manifest | None = None
@@ -119,6 +136,8 @@ class StatementRunner:
             if own:
                 self._abort_quietly(txn_id, f"{job} failed: {exc}"[:2000], info, write_id, manifest)
             raise
+        finally:
+            self.own_txn = None
 
     def _lock(self, txn_id: int, info: TableInfo, job: str, args: dict[str, Any]) -> None:
         overwrite = job == "insert" and args.get("overwrite")
@@ -156,6 +175,7 @@ class StatementRunner:
         own = txn_id is None
         if own:
             txn_id = self.ms.txns.open_txn(agent_info=self.agent_info, txn_type=TxnType.READ_ONLY)
+            self.own_txn = txn_id
         try:
             self.ms.locks.lock([LockComponent(info.db, info.name, type=LockType.SHARED_READ)], txn_id,
                                wait=self.lock_wait, agent_info=self.agent_info)
@@ -174,6 +194,8 @@ class StatementRunner:
             if own:
                 self._abort_quietly(txn_id, f"read failed: {exc}"[:2000], info, 0, None)
             raise
+        finally:
+            self.own_txn = None
 
 
 def _as_of(wl: ValidWriteIdList, write_id: int) -> ValidWriteIdList:
@@ -199,3 +221,17 @@ def _validate_args(job: str, info: TableInfo, args: dict[str, Any]) -> None:
         raise ValueError("DELETE needs a WHERE condition (use 'true' to delete every row)")
     if job == "update" and not args.get("set"):
         raise ValueError("UPDATE needs SET assignments")
+    assigned = set(args.get("set") or {})
+    for clause in args.get("clauses") or []:
+        if isinstance(clause, str):
+            clause = parse_merge_clause(clause).__dict__
+        if clause.get("action") == "update":
+            assigned |= set(clause.get("assignments") or {})
+    for col in sorted(assigned):
+        name = str(col).strip().lower()
+        if name in {c.name for c in info.partition_columns}:
+            raise ValueError(f"cannot update partition column {name!r} of {info.qualified_name}: "
+                             "the row would move to another partition (DELETE and INSERT it instead)")
+        if name in info.bucket_columns:
+            raise ValueError(f"cannot update bucket column {name!r} of {info.qualified_name}: "
+                             "the row would move to another bucket (DELETE and INSERT it instead)")

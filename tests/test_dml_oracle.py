@@ -9,11 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_hive_acid.acid.reader import ReadRequest, read_bucket_group
 from airflow_hive_acid.spark.launcher import JobFailed
-from airflow_hive_acid.spark.protocol import SnapshotSpec
-from airflow_hive_acid.spark.scan import Table, plan_scan, partition_values
-from airflow_hive_acid.statements import table_spec
+from tablerows import read_rows
 
 pytestmark = pytest.mark.spark
 
@@ -22,24 +19,11 @@ DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 
 
 def read_direct(ms, table, write_id=None):
-    """The table's rows at the latest snapshot (or as of ``write_id``) with the reader the Spark
-    tasks run, called directly: {id: (v, s, ds)}."""
-    info = ms.catalog.get_table(table)
-    snap = ms.txns.snapshot(table)
-    wl = snap.valid_write_ids
-    if write_id is not None:
-        from airflow_hive_acid.statements import _as_of
-        wl = _as_of(wl, write_id)
-    t = Table(table_spec(info))
-    plan = plan_scan(t, SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()))
-    fs, _ = t.fs_and_root
+    """The table's rows at the latest snapshot (or as of ``write_id``): {id: (v, s, ds)}."""
     out = {}
-    for g in plan.groups:
-        ds = partition_values(t, g.partition)[0].as_py()
-        for b in read_bucket_group(fs, g, plan.snapshot, ReadRequest(t.columns)):
-            for r in b.to_pylist():
-                assert r["id"] not in out, f"row {r['id']} visible twice"
-                out[r["id"]] = (r["v"], r["s"], ds)
+    for r in read_rows(ms, table, write_id=write_id):
+        assert r["id"] not in out, f"row {r['id']} visible twice"
+        out[r["id"]] = (r["v"], r["s"], r["ds"])
     return out
 
 

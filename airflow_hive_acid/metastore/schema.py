@@ -80,6 +80,7 @@ txns = Table(
     Column("txn_type", Integer, nullable=False),         # 0 default, 3 compaction
 )
 Index("txns_state_idx", txns.c.txn_state)
+Index("txns_agent_idx", txns.c.txn_agent_info)   # a retried task finds its earlier attempt
 
 next_write_id = Table(
     "next_write_id", metadata,

@@ -190,6 +190,30 @@ class TxnManager:
         with self.store.read() as conn:
             return [_txn_info(r) for r in conn.execute(q).mappings()]
 
+    def find_txns(self, agent_info: str) -> list[TxnInfo]:
+        """Txns opened with exactly this agent info, oldest first: how a retried Airflow task finds
+        what its earlier attempt did (committed: do not write again; open: abort it)."""
+        if not agent_info:
+            raise InvalidInputError("agent info to look up must not be empty")
+        q = select(txns).where(txns.c.txn_agent_info == agent_info).order_by(txns.c.txn_id)
+        with self.store.read() as conn:
+            return [_txn_info(r) for r in conn.execute(q).mappings()]
+
+    def writes_of(self, txn_id: int) -> list[WriteStat]:
+        """The write stats a txn recorded (at commit, or by statements of a shared txn)."""
+        _check_txn_id(txn_id)
+        q = select(write_stats).where(write_stats.c.ws_txnid == txn_id).order_by(
+            write_stats.c.ws_database, write_stats.c.ws_table, write_stats.c.ws_partition)
+        with self.store.read() as conn:
+            rows = conn.execute(q).mappings().all()
+        return [WriteStat(r["ws_database"], r["ws_table"], r["ws_partition"], r["ws_writeid"],
+                          Operation(r["ws_operation_type"]), rows_inserted=r["rows_inserted"],
+                          rows_updated=r["rows_updated"], rows_deleted=r["rows_deleted"],
+                          delta_files=r["delta_files"], delta_bytes=r["delta_bytes"],
+                          delete_delta_files=r["delete_delta_files"], delete_delta_bytes=r["delete_delta_bytes"],
+                          base_files=r["base_files"], base_bytes=r["base_bytes"])
+                for r in rows if r["ws_operation_type"] in {o.value for o in Operation}]
+
     def min_open_txn_id(self) -> int | None:
         with self.store.read() as conn:
             return conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == "o")).scalar()
@@ -646,11 +670,13 @@ class TxnManager:
         return n
 
     def purge_empty_aborted(self) -> int:
-        """Forget aborted txns that wrote nothing: no write id, so no file can be theirs."""
+        """Forget aborted txns that wrote nothing: no write id and no component (an aborted
+        compactor has no write id, but its ``_v<txn>`` output must stay invisible until cleaned)."""
         with self.store.write() as conn:
             has_wid = select(txn_to_write_id.c.t2w_txnid)
+            has_comp = select(txn_components.c.tc_txnid)
             return conn.execute(delete(txns).where(
-                txns.c.txn_state == "a", txns.c.txn_id.not_in(has_wid))).rowcount
+                txns.c.txn_state == "a", txns.c.txn_id.not_in(has_wid), txns.c.txn_id.not_in(has_comp))).rowcount
 
     def purge_committed_txns(self, older_than_ms: int) -> int:
         """Forget committed txns that ended before ``older_than_ms`` and that no write-id row names."""

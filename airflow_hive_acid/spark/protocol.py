@@ -249,7 +249,7 @@ def parse_merge_clause(text: str) -> MergeClause:
         return MergeClause(when, "delete", cond)
     if head == "UPDATE":
         sets = action_text[re.match(r"UPDATE\s+SET\s+", action_text, re.I).end():]
-        return MergeClause(when, "update", cond, _assignments(sets))
+        return MergeClause(when, "update", cond, parse_assignments(sets))
     rest = action_text[len("INSERT"):].strip()
     if rest in ("", "*"):
         return MergeClause(when, "insert", cond)
@@ -265,7 +265,8 @@ def parse_merge_clause(text: str) -> MergeClause:
     return MergeClause(when, "insert", cond, dict(zip(cols, values)))
 
 
-def _assignments(text: str) -> dict[str, str]:
+def parse_assignments(text: str) -> dict[str, str]:
+    """``a = expr, t.b = expr`` -> ``{"a": "expr", "b": "expr"}`` (SET lists of UPDATE and MERGE)."""
     out: dict[str, str] = {}
     for part in split_top_level(text):
         if "=" not in part:

@@ -1,0 +1,139 @@
+"""``AcidSparkHook``: runs a job of the job protocol (``spark/jobs/<job>.py --spec FILE``) through
+the Spark provider's ``SparkSubmitHook``, streams its output to the task log, reads the manifest.
+
+It never imports pyspark: the entry scripts and ``spark-submit`` come from the pyspark install,
+located by :mod:`airflow_hive_acid.spark.launcher` without importing it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections import deque
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+
+from ..spark.launcher import (
+    FAST_START_CONF, JobFailed, collect_manifest, env_conf, job_script, spark_home, spark_submit_binary,
+)
+from ..spark.protocol import JobSpec, Manifest
+
+LOCAL_MASTER = "local[*]"
+
+
+class _JobSubmit(SparkSubmitHook):
+    """SparkSubmitHook with two changes this provider needs: ``local[*]`` (not YARN) when the
+    connection does not exist, and a kill that reaches the whole process group (spark-submit
+    alone would leave the job's Python driver running)."""
+
+    def __init__(self, *, fallback_master: str | None, **kwargs: Any) -> None:
+        self._fallback_master = fallback_master
+        self.output_tail: deque[str] = deque(maxlen=40)
+        super().__init__(**kwargs)
+
+    def _resolve_connection(self) -> dict[str, Any]:
+        data = super()._resolve_connection()
+        if self._fallback_master:
+            data["master"] = self._fallback_master
+        return data
+
+    def _process_spark_submit_log(self, itr: Any) -> None:
+        def remember(lines: Any) -> Any:
+            for line in lines:
+                self.output_tail.append(line.rstrip("\n"))
+                yield line
+        super()._process_spark_submit_log(remember(itr))
+
+    def on_kill(self) -> None:
+        proc = self._submit_sp
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        super().on_kill()
+
+
+class AcidSparkHook(BaseHook):
+    """Submits hive-acid Spark jobs with the ``spark_default`` connection (any master Spark
+    supports; ``local[*]`` when the connection is not configured). Client deploy mode: the job
+    reads its spec and writes its manifest on the machine that submits it.
+
+    The instance is the ``submit`` callable :class:`~airflow_hive_acid.statements.StatementRunner`
+    takes; :meth:`kill` stops the running job (used by operators' ``on_kill`` and when the txn's
+    heartbeat is refused).
+    """
+
+    conn_name_attr = "conn_id"
+    default_conn_name = "spark_default"
+    conn_type = "spark"
+    hook_name = "Hive ACID Spark jobs"
+
+    def __init__(self, conn_id: str = default_conn_name, *, conf: dict[str, Any] | None = None,
+                 driver_memory: str | None = None, executor_memory: str | None = None,
+                 executor_cores: int | None = None, total_executor_cores: int | None = None,
+                 num_executors: int | None = None, verbose: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+        self.conf = {k: str(v) for k, v in (conf or {}).items()}
+        self.resources = {"driver_memory": driver_memory, "executor_memory": executor_memory,
+                          "executor_cores": executor_cores, "total_executor_cores": total_executor_cores,
+                          "num_executors": num_executors}
+        self.verbose = verbose
+        self._current: _JobSubmit | None = None
+        self._lock = threading.Lock()
+        self.killed = False
+
+    def _fallback_master(self) -> str | None:
+        try:
+            self.get_connection(self.conn_id)
+            return None
+        except AirflowNotFoundException:
+            if self.conn_id != self.default_conn_name:
+                raise
+            return os.environ.get("HIVE_ACID_SPARK_MASTER", LOCAL_MASTER)
+
+    def __call__(self, spec: JobSpec, spec_path: str) -> Manifest:
+        return self.submit_job(spec, spec_path)
+
+    def submit_job(self, spec: JobSpec, spec_path: str) -> Manifest:
+        """Run one job to completion and return its manifest; ``JobFailed`` carries the job's own
+        error when it wrote one, else the exit status and the tail of its output."""
+        if self.killed:
+            raise JobFailed(f"{spec.job} job not started: the task is being killed")
+        env = {"SPARK_HOME": spark_home(), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
+        submit = _JobSubmit(
+            fallback_master=self._fallback_master(), conn_id=self.conn_id,
+            conf={**FAST_START_CONF, **env_conf(), **self.conf}, name=f"hive-acid-{spec.job}",
+            application_args=["--spec", spec_path], env_vars=env, spark_binary=spark_submit_binary(),
+            verbose=self.verbose, **{k: v for k, v in self.resources.items() if v is not None})
+        with self._lock:
+            self._current = submit
+        rc = 0
+        try:
+            submit.submit(job_script(spec.job), start_new_session=True)
+        except AirflowException:
+            rc = submit._submit_sp.returncode if submit._submit_sp is not None else 1
+            rc = rc or 1
+        finally:
+            with self._lock:
+                self._current = None
+        if self.killed:
+            raise JobFailed(f"{spec.job} job killed")
+        return collect_manifest(spec, rc, submit.output_tail)
+
+    def kill(self) -> None:
+        """Kill the running job (its spark-submit, driver and Python workers)."""
+        self.killed = True
+        with self._lock:
+            current = self._current
+        if current is not None:
+            current.on_kill()
+
+    def get_conn(self) -> None:  # a hook must have one; there is no long-lived connection here
+        return None

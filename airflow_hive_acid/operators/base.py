@@ -1,0 +1,71 @@
+"""What every hive-acid operator shares: the two hooks, the task's identity in the metastore
+(so a retried task finds what its earlier attempt did), and txn ids coming from XCom."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from ..hooks.metastore import AcidMetastoreHook
+from ..hooks.spark import AcidSparkHook
+
+
+def task_key(context: Context) -> str:
+    """``airflow:<dag>.<task>.<run>[<map index>]``, at most 256 characters: the txn agent info
+    and statement key of this task instance, the same in every try."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    key = f"airflow:{ti.dag_id}.{ti.task_id}.{ti.run_id}" + (f"[{map_index}]" if map_index is not None
+                                                               and map_index >= 0 else "")
+    if len(key) > 256:
+        key = key[:215] + "#" + hashlib.sha1(key.encode()).hexdigest()
+    return key
+
+
+def parse_txn_id(value: Any, what: str = "txn_id") -> int | None:
+    """A txn id from a literal, a template's rendered string, or a Begin operator's XCom dict."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        value = value.get("txn_id")
+    try:
+        txn = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{what} must be a transaction id (an integer), got {value!r}") from None
+    if txn <= 0:
+        raise ValueError(f"{what} must be positive, got {txn}")
+    return txn
+
+
+class AcidBaseOperator(BaseOperator):
+    """Base of the hive-acid operators: ``hive_acid_conn_id`` names the metastore connection,
+    ``spark_conn_id`` the Spark one (``spark_default``; ``local[*]`` if it does not exist)."""
+
+    ui_color = "#e8f4e8"
+
+    def __init__(self, *, hive_acid_conn_id: str = AcidMetastoreHook.default_conn_name,
+                 spark_conn_id: str = AcidSparkHook.default_conn_name, spark_conf: dict[str, Any] | None = None,
+                 lock_wait: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hive_acid_conn_id = hive_acid_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf or {}
+        self.lock_wait = lock_wait
+
+    @cached_property
+    def metastore_hook(self) -> AcidMetastoreHook:
+        return AcidMetastoreHook(hive_acid_conn_id=self.hive_acid_conn_id)
+
+    @cached_property
+    def spark_hook(self) -> AcidSparkHook:
+        return AcidSparkHook(conn_id=self.spark_conn_id, conf=self.spark_conf)
+
+
+def is_templated(value: str | Sequence[str] | None) -> bool:
+    if value is None:
+        return False
+    items = [value] if isinstance(value, str) else list(value)
+    return any("{{" in str(v) or "{%" in str(v) for v in items)
