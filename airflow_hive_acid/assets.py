@@ -53,7 +53,7 @@ def table_asset_uri(table: str, partition: str | None = None) -> str:
     return uri
 
 
-def table_asset(table: str, partition: str | None = None, *, extra: dict[str, Any] | None = None) -> "Asset":
+def table_asset(table: str, partition: str | None = None, *, extra: dict[str, Any] | None = None) -> Asset:
     """The Asset for a table (or one partition); its name is its URI, so Assets declared by URI
     in other DAGs are the same Asset."""
     from airflow.sdk import Asset

@@ -14,7 +14,11 @@ from typing import Any
 from .acid.errors import AcidError
 from .acid.writeids import ValidWriteIdList
 from .metastore import (
-    CompactionState, CompactionType, Metastore, MetastoreError, WriteStat,
+    CompactionState,
+    CompactionType,
+    Metastore,
+    MetastoreError,
+    WriteStat,
 )
 from .metastore.db import default_url
 
@@ -361,7 +365,8 @@ def cmd_merge(args: argparse.Namespace) -> None:
     if not clauses:
         raise CliError("give at least one --clause, e.g. --clause 'WHEN MATCHED THEN UPDATE SET v = s.v' "
                        "--clause 'WHEN NOT MATCHED THEN INSERT *'")
-    on: list[str] | str = args.on_expr if args.on_expr else [k.strip().lower() for k in ",".join(args.on or []).split(",") if k.strip()]
+    keys = [k.strip().lower() for k in ",".join(args.on or []).split(",") if k.strip()]
+    on: list[str] | str = args.on_expr if args.on_expr else keys
     _report(args, _runner(args).run("merge", args.table, {"source": _source(args), "on": on, "clauses": clauses}))
 
 
@@ -575,17 +580,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _compaction_parsers(sub: Any) -> None:
-    def spark_opts(s: argparse.ArgumentParser) -> None:
-        s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
-        s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
+def _spark_opts(s: argparse.ArgumentParser) -> None:
+    """Options of every command that runs a Spark job."""
+    s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
+    s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
 
+
+def _compaction_parsers(sub: Any) -> None:
     s = _command(sub, "compact", help="ALTER TABLE ... COMPACT 'major'|'minor' [AND WAIT]")
     s.add_argument("table", metavar="DB.TABLE")
     s.add_argument("--partition", help="col=value[,col=value] (required for a partitioned table)")
     s.add_argument("--type", required=True, choices=["major", "minor"])
     s.add_argument("--wait", action="store_true", help="run the worker and the cleaner now and wait for the result")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_compact)
 
     s = _command(sub, "initiator", help="queue the compactions the recorded write stats call for")
@@ -595,20 +602,16 @@ def _compaction_parsers(sub: Any) -> None:
     s = _command(sub, "worker", help="claim one queued compaction and run it")
     s.add_argument("--table", metavar="DB.TABLE")
     s.add_argument("--id", type=int, help="this compaction id")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_worker)
 
     s = _command(sub, "cleaner", help="delete files compactions made obsolete, and files of aborted writes")
     s.add_argument("--table", metavar="DB.TABLE")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_cleaner)
 
 
 def _data_parsers(sub: Any) -> None:
-    def spark_opts(s: argparse.ArgumentParser) -> None:
-        s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
-        s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
-
     def source_opts(s: argparse.ArgumentParser) -> None:
         s.add_argument("--source", help="file or directory of rows (orc, parquet, csv, json)")
         s.add_argument("--source-table", metavar="DB.TABLE", help="another ACID table, read at its latest snapshot")
@@ -620,20 +623,20 @@ def _data_parsers(sub: Any) -> None:
     source_opts(s)
     s.add_argument("--overwrite", action="store_true", help="INSERT OVERWRITE (the table, or --partition)")
     s.add_argument("--partition", help="static partition col=value[,col=value]")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_insert)
 
     s = _command(sub, "delete", help="DELETE FROM table WHERE expr")
     s.add_argument("table", metavar="DB.TABLE")
     s.add_argument("--where", required=True, help="Spark SQL condition")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_delete)
 
     s = _command(sub, "update", help="UPDATE table SET col = expr WHERE expr")
     s.add_argument("table", metavar="DB.TABLE")
     s.add_argument("--set", action="append", required=True, help='"col = expr" (repeatable)')
     s.add_argument("--where", help="Spark SQL condition (default: every row)")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_update)
 
     s = _command(sub, "merge", help="MERGE INTO table t USING source s ON keys WHEN ...")
@@ -643,7 +646,7 @@ def _data_parsers(sub: Any) -> None:
     s.add_argument("--on-expr", help="a full ON condition over t.* and s.* instead of --on")
     s.add_argument("--clause", action="append", help="\"WHEN MATCHED [AND cond] THEN UPDATE SET c = s.c | DELETE\", "
                    "\"WHEN NOT MATCHED THEN INSERT *\", \"WHEN NOT MATCHED BY SOURCE THEN DELETE\" (in order)")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_merge)
 
     s = _command(sub, "read", help="rows of a table at its latest (or an older) snapshot")
@@ -655,7 +658,7 @@ def _data_parsers(sub: Any) -> None:
     s.add_argument("--where", help="Spark SQL condition")
     s.add_argument("--order-by", help="comma-separated columns")
     s.add_argument("--row-id", action="store_true", help="include ROW__ID")
-    spark_opts(s)
+    _spark_opts(s)
     s.set_defaults(fn=cmd_read)
 
     s = _command(sub, "dirs", help="the directories a reader picks per partition, and why others are skipped")

@@ -254,7 +254,8 @@ class Compactor:
         res.deleted, res.remaining = list(r.get("deleted") or []), list(r.get("remaining") or [])
         if res.remaining:
             res.error = (f"{len(res.remaining)} obsolete path(s) still present after cleaning: "
-                         f"{', '.join(res.remaining[:10])}" + (f"; errors: {r.get('errors')}" if r.get("errors") else ""))
+                         f"{', '.join(res.remaining[:10])}"
+                         + (f"; errors: {r.get('errors')}" if r.get("errors") else ""))
             self.ms.compactions.set_cleaner_error(c.id, res.error + "; will retry")
             res.state = CompactionState.READY_FOR_CLEANING.label
             return res

@@ -34,7 +34,7 @@ class Heartbeater:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"hive-acid-heartbeat-{txn_id}", daemon=True)
 
-    def __enter__(self) -> "Heartbeater":
+    def __enter__(self) -> Heartbeater:
         self._thread.start()
         return self
 

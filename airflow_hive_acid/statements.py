@@ -18,7 +18,14 @@ from .acid.types import format_columns
 from .acid.writeids import ValidWriteIdList
 from .heartbeat import Heartbeater
 from .metastore import (
-    LockComponent, LockType, Metastore, Operation, TableInfo, TxnState, TxnType, WriteStat,
+    LockComponent,
+    LockType,
+    Metastore,
+    Operation,
+    TableInfo,
+    TxnState,
+    TxnType,
+    WriteStat,
 )
 from .spark.protocol import JobSpec, Manifest, SnapshotSpec, SourceSpec, TableSpec, parse_merge_clause
 

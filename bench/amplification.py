@@ -28,12 +28,13 @@ def _session():
 
 
 def read_amplification(work: Path, rows: int) -> dict:
+    from pyspark.sql import functions as F
+
     from airflow_hive_acid.metastore import Metastore
     from airflow_hive_acid.spark.protocol import SnapshotSpec
     from airflow_hive_acid.spark.runner import run_job
     from airflow_hive_acid.spark.scan import read_table
     from airflow_hive_acid.statements import StatementRunner, table_spec
-    from pyspark.sql import functions as F
 
     spark = _session()
     home = work / "amp"
@@ -69,7 +70,8 @@ def read_amplification(work: Path, rows: int) -> dict:
 
     final = work / "amp_final"
     shutil.rmtree(final, ignore_errors=True)
-    read_table(spark, table_spec(ms.catalog.get_table("bench.deltas")), snapshot("bench.deltas")).write.parquet(str(final))
+    deltas = read_table(spark, table_spec(ms.catalog.get_table("bench.deltas")), snapshot("bench.deltas"))
+    deltas.write.parquet(str(final))
     runner.run("insert", "bench.base_only", {"source": {"path": str(final), "format": "parquet"}, "overwrite": True})
 
     def scan(t):

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
@@ -27,7 +28,7 @@ class TreeMemory:
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "TreeMemory":
+    def __enter__(self) -> TreeMemory:
         self._t.start()
         return self
 

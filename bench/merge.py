@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import dir_bytes, print_table, run_cmd, run_python, write_results  # noqa: E402
+from common import print_table, run_cmd, run_python, write_results  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()), ("qty", pa.int32()),
                     ("category", pa.string())])
@@ -96,7 +96,8 @@ dt = DeltaTable(path)
 import os
 added = [u for u in dt.file_uris() if u not in before]
 size = sum(os.path.getsize(u.replace("file://", "")) for u in added)
-print(json.dumps({{"merge_job_s": round(took, 2), "bytes_written": size, "rows_updated": res.get("num_target_rows_updated"),
+print(json.dumps({{"merge_job_s": round(took, 2), "bytes_written": size,
+                  "rows_updated": res.get("num_target_rows_updated"),
                   "rows_inserted": res.get("num_target_rows_inserted")}}))
 '''
 

@@ -15,7 +15,10 @@ from airflow.sdk import DAG
 
 from airflow_hive_acid.assets import table_asset
 from airflow_hive_acid.operators import (
-    AcidCleanerOperator, AcidCompactionWorkerOperator, AcidHousekeeperOperator, AcidInitiatorOperator,
+    AcidCleanerOperator,
+    AcidCompactionWorkerOperator,
+    AcidHousekeeperOperator,
+    AcidInitiatorOperator,
     AcidReadOperator,
 )
 from airflow_hive_acid.sensors import CompactionSensor

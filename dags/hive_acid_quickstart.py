@@ -11,7 +11,11 @@ from airflow.sdk import DAG, task
 
 from airflow_hive_acid.hooks import AcidMetastoreHook
 from airflow_hive_acid.operators import (
-    AcidCompactOperator, AcidCreateTableOperator, AcidDeleteOperator, AcidInsertOperator, AcidMergeOperator,
+    AcidCompactOperator,
+    AcidCreateTableOperator,
+    AcidDeleteOperator,
+    AcidInsertOperator,
+    AcidMergeOperator,
     AcidReadOperator,
 )
 

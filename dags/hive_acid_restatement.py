@@ -17,8 +17,12 @@ from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_hive_acid.operators import (
-    AcidAbortTransactionOperator, AcidBeginTransactionOperator, AcidCommitTransactionOperator,
-    AcidCreateTableOperator, AcidInsertOperator, AcidReadOperator,
+    AcidAbortTransactionOperator,
+    AcidBeginTransactionOperator,
+    AcidCommitTransactionOperator,
+    AcidCreateTableOperator,
+    AcidInsertOperator,
+    AcidReadOperator,
 )
 
 ORDERS, TOTALS = "sales.restated_orders", "sales.daily_totals"

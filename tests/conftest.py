@@ -99,12 +99,14 @@ def ms(metastore_url: str, warehouse: Path):
 def spark():
     """One local SparkSession for the in-process Spark tests (end-to-end tests use spark-submit)."""
     import sys
+
     from airflow_hive_acid.spark.launcher import job_env
     os.environ.update({k: v for k, v in job_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON",
                                                                     "PYSPARK_DRIVER_PYTHON")})
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from airflow_hive_acid.spark.session import get_session
     from pyspark.sql import SparkSession
+
+    from airflow_hive_acid.spark.session import get_session
     builder = (SparkSession.builder.master("local[2]").appName("hive-acid-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
                .config("spark.default.parallelism", "2").config("spark.speculation", "false")

@@ -12,12 +12,12 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tablerows import read_rows
+from test_airflow_unit import context
 
 from airflow_hive_acid.assets import table_asset
 from airflow_hive_acid.metastore import TxnState
 from airflow_hive_acid.operators import AcidInsertOperator, AcidMergeOperator
-from tablerows import read_rows
-from test_airflow_unit import context
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

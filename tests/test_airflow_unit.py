@@ -15,8 +15,12 @@ from airflow_hive_acid.heartbeat import HeartbeatLost
 from airflow_hive_acid.hooks import AcidMetastoreHook, AcidSparkHook
 from airflow_hive_acid.metastore import TxnState
 from airflow_hive_acid.operators import (
-    AcidAbortTransactionOperator, AcidBeginTransactionOperator, AcidCommitTransactionOperator,
-    AcidCreateTableOperator, AcidMergeOperator, AcidUpdateOperator,
+    AcidAbortTransactionOperator,
+    AcidBeginTransactionOperator,
+    AcidCommitTransactionOperator,
+    AcidCreateTableOperator,
+    AcidMergeOperator,
+    AcidUpdateOperator,
 )
 from airflow_hive_acid.operators.base import parse_txn_id, task_key
 from airflow_hive_acid.sensors import CompactionSensor

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from airflow_hive_acid.acid import bucketing as bk
 from airflow_hive_acid.acid.bucketing import (
     HIVE_MURMUR3_SEED,
     BucketingError,
@@ -34,7 +35,6 @@ from airflow_hive_acid.acid.bucketing import (
     hash_value,
     murmur3_32,
 )
-from airflow_hive_acid.acid import bucketing as bk
 from airflow_hive_acid.acid.errors import AcidError
 from airflow_hive_acid.acid.types import HiveType
 
@@ -668,7 +668,7 @@ def test_timestamp_v1_hash():
     # TimestampWritable.hashCode: (int)(s ^ s >>> 32) with s = seconds << 30 | nanos
     assert hash_value(dt.datetime(1970, 1, 1), "timestamp", 1) == 0
     s = (946782245 << 30) | 12300000
-    assert hash_value(dt.datetime(2000, 1, 2, 3, 4, 5, 12300), "timestamp", 1) == s32((s ^ (s >> 32)))
+    assert hash_value(dt.datetime(2000, 1, 2, 3, 4, 5, 12300), "timestamp", 1) == s32(s ^ (s >> 32))
     s = ((-1 << 30) | 999000000) & 0xFFFFFFFFFFFFFFFF  # 1969-12-31 23:59:59.999
     assert hash_value(dt.datetime(1969, 12, 31, 23, 59, 59, 999000), "timestamp", 1) == s32(s ^ (s >> 32))
 

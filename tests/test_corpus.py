@@ -6,14 +6,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.orc as po
 import pytest
+from conftest import CORPUS
 
 from airflow_hive_acid.acid import fs as afs
 from airflow_hive_acid.acid.reader import AcidReadError, ReadRequest, bucket_groups, read_bucket_group
 from airflow_hive_acid.acid.state import get_acid_state
 from airflow_hive_acid.acid.types import parse_columns
 from airflow_hive_acid.acid.writeids import ValidTxnList, ValidWriteIdList
-
-from conftest import CORPUS
 
 TRINO = CORPUS / "trinodb_trino/plugin/trino-hive/src/test/resources"
 HIVE = CORPUS / "apache_hive/data/files"
@@ -94,8 +93,9 @@ def test_original_copies_are_numbered_across_files_of_the_same_bucket(tmp_path):
 
 def test_delete_deltas_with_and_without_statement_id(tmp_path):
     src = TRINO / "fullacid_delete_delta_test"
-    from airflow_hive_acid.acid.reader import DeleteSet, _load_deletes, DataFile
     import numpy as np
+
+    from airflow_hive_acid.acid.reader import DataFile, DeleteSet, _load_deletes
     fs, _ = afs.filesystem_for(str(src))
     d = DeleteSet()
     for name in ("delete_delta_0000004_0000004", "delete_delta_0000007_0000007_0000"):
@@ -158,8 +158,9 @@ def test_schema_mismatch_is_a_clear_error(tmp_path):
 
 
 def test_written_files_have_the_corpus_schema_and_metadata(tmp_path):
-    from airflow_hive_acid.acid.writer import delete_events, encode_acid_file, insert_events
     import numpy as np
+
+    from airflow_hive_acid.acid.writer import delete_events, encode_acid_file, insert_events
     cols = parse_columns(NATION)
     rows = pa.table({"n_nationkey": pa.array([1, 2], pa.int32()), "n_name": ["A", "B"],
                      "n_regionkey": pa.array([0, 0], pa.int32()), "n_comment": ["x", "y"]})

@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tablerows import read_rows
 
 from airflow_hive_acid.spark.launcher import JobFailed
-from tablerows import read_rows
 
 pytestmark = pytest.mark.spark
 

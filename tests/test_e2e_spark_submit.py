@@ -12,7 +12,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import CORPUS
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

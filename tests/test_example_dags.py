@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import REPO
 from tablerows import read_rows
 

@@ -1,7 +1,11 @@
 import pytest
 
 from airflow_hive_acid.metastore import (
-    CompactionError, CompactionState, CompactionType, InvalidInputError, TxnType,
+    CompactionError,
+    CompactionState,
+    CompactionType,
+    InvalidInputError,
+    TxnType,
 )
 
 

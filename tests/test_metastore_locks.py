@@ -5,7 +5,13 @@ import time
 import pytest
 
 from airflow_hive_acid.metastore import (
-    LockComponent, LockState, LockTimeoutError, LockType, NoSuchObjectError, Operation, TxnError,
+    LockComponent,
+    LockState,
+    LockTimeoutError,
+    LockType,
+    NoSuchObjectError,
+    Operation,
+    TxnError,
 )
 from airflow_hive_acid.metastore.locks import conflicts
 

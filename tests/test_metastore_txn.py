@@ -3,8 +3,17 @@ import pytest
 
 from airflow_hive_acid.acid.writeids import ValidWriteIdList
 from airflow_hive_acid.metastore import (
-    InvalidInputError, Metastore, NoSuchObjectError, Operation, TooManyOpenTxnsError, TxnAbortedError,
-    TxnError, TxnState, TxnTimedOutError, WriteConflictError, WriteStat,
+    InvalidInputError,
+    Metastore,
+    NoSuchObjectError,
+    Operation,
+    TooManyOpenTxnsError,
+    TxnAbortedError,
+    TxnError,
+    TxnState,
+    TxnTimedOutError,
+    WriteConflictError,
+    WriteStat,
 )
 
 
@@ -148,6 +157,7 @@ def test_housekeeper_reaps_silent_txns_and_their_locks(clocked):
 def test_commit_records_stats_components_and_partitions(clocked):
     m, _ = clocked
     from sqlalchemy import select
+
     from airflow_hive_acid.metastore.schema import completed_txn_components, write_stats
     t = m.txns.open_txn()
     w = m.txns.allocate_write_id(t, "db.p")
@@ -211,6 +221,7 @@ def test_no_conflict_for_inserts_other_partitions_or_sequential_txns(clocked):
 def test_add_write_components_feed_conflicts_and_abort_cleanup(clocked):
     m, _ = clocked
     from sqlalchemy import select
+
     from airflow_hive_acid.metastore.schema import txn_components
     a, b = m.txns.open_txns(2)
     m.txns.allocate_write_id(a, "db.p")

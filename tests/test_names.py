@@ -2,8 +2,15 @@ import pytest
 
 from airflow_hive_acid.acid import bucket_codec as bc
 from airflow_hive_acid.acid.names import (
-    NameError_, base_name, bucket_file_name, delta_name, parse_base, parse_bucket_file, parse_delta,
-    parse_dir, parse_original_file,
+    NameError_,
+    base_name,
+    bucket_file_name,
+    delta_name,
+    parse_base,
+    parse_bucket_file,
+    parse_delta,
+    parse_dir,
+    parse_original_file,
 )
 
 

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as po
 import pytest
+from conftest import CORPUS
 
 from airflow_hive_acid.acid import orcfile as of
 
-CORPUS = Path("/work/shared/acid_corpus")
 NATION_25K = CORPUS / "trinodb_trino/plugin/trino-hive/src/test/resources/nationFile25kRowsSortedOnNationKey/bucket_00000"
 COMPRESSIONS = ["uncompressed", "zlib", "zstd", "snappy", "lz4"]
 ACID_ITEMS = {"hive.acid.key.index": "1,536870912,0;", "hive.acid.stats": "1,0,0", "hive.acid.version": "2"}
@@ -591,7 +591,7 @@ def test_java_orc_reader_accepts_patched_files(spark, tmp_path):
         if "hive.acid.key.index" in expect_md:
             keys, stats = _hive_acid_view(spark, str(path))
             expect_keys = [
-                "{originalTxn: %s, bucket: %s, row: %s}" % tuple(e.split(","))
+                "{{originalTxn: {}, bucket: {}, row: {}}}".format(*e.split(","))
                 for e in expect_md["hive.acid.key.index"].split(";")[:-1]
             ]
             assert keys == expect_keys and len(keys) == len(got["stripes"]), name

@@ -2,7 +2,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_hive_acid.acid.partitions import (
-    PartitionSpecError, make_part_name, parse_part_name, parse_spec_text,
+    PartitionSpecError,
+    make_part_name,
+    parse_part_name,
+    parse_spec_text,
 )
 from airflow_hive_acid.acid.schema import acid_schema, is_acid_schema
 from airflow_hive_acid.acid.types import TypeParseError, parse_columns, parse_type

@@ -1,7 +1,11 @@
 import pytest
 
 from airflow_hive_acid.acid.writeids import (
-    LONG_MAX, RangeResponse, SnapshotStringError, ValidTxnList, ValidWriteIdList,
+    LONG_MAX,
+    RangeResponse,
+    SnapshotStringError,
+    ValidTxnList,
+    ValidWriteIdList,
 )
 
 

@@ -48,8 +48,9 @@ import datetime as _dt
 import decimal as _decimal
 import math
 import struct
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, Iterable, Sequence, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -73,7 +74,7 @@ __all__ = [
 
 HIVE_MURMUR3_SEED = 104729  # Murmur3.DEFAULT_SEED
 
-HiveTypeLike = Union[str, HiveType]
+HiveTypeLike = str | HiveType
 
 
 class BucketingError(AcidError):
@@ -180,7 +181,7 @@ def _np_mix_h(h: np.ndarray, k: np.ndarray) -> np.ndarray:
     return h
 
 
-def _np_fmix(h: np.ndarray, length: Union[int, np.ndarray]) -> np.ndarray:
+def _np_fmix(h: np.ndarray, length: int | np.ndarray) -> np.ndarray:
     if isinstance(length, np.ndarray):
         h ^= length.astype(np.uint32)
     else:
@@ -468,7 +469,7 @@ def _timestamp_parts(v: Any) -> tuple[int, int]:
     if not isinstance(v, _dt.datetime):
         raise BucketingError(f"timestamp value must be a datetime.datetime, got {v!r}")
     if v.tzinfo is not None and v.utcoffset() is not None:
-        v = v.astimezone(_dt.timezone.utc)
+        v = v.astimezone(_dt.UTC)
     days = v.toordinal() - _EPOCH_ORDINAL
     seconds = days * 86400 + v.hour * 3600 + v.minute * 60 + v.second
     nanos = v.microsecond * 1000 + int(getattr(v, "nanosecond", 0) or 0)
@@ -661,7 +662,8 @@ def _hash_u32(v: Any, t: HiveType, v2: bool) -> int:
 
 
 def hash_value(value: Any, hive_type: HiveTypeLike, bucketing_version: int = 2) -> int:
-    """One value's field hash (Hive ``hashCodeMurmur`` v2 / ``hashCode`` v1), the per-column term of a row's bucket hash."""
+    """One value's field hash (Hive ``hashCodeMurmur`` v2 / ``hashCode`` v1): the per-column term
+    of a row's bucket hash."""
     return _signed32(_hash_u32(value, _as_type(hive_type), _check_version(bucketing_version)))
 
 
@@ -689,7 +691,8 @@ def bucket_number(hash_code: int, num_buckets: int) -> int:
     return (int(hash_code) & 0x7FFFFFFF) % _check_num_buckets(num_buckets)
 
 
-def bucket_id(values: Sequence[Any], hive_types: Sequence[HiveTypeLike], num_buckets: int, bucketing_version: int = 2) -> int:
+def bucket_id(values: Sequence[Any], hive_types: Sequence[HiveTypeLike], num_buckets: int,
+              bucketing_version: int = 2) -> int:
     """The bucket Hive/Trino put one row in, so a single row can be routed (pure-Python reference path)."""
     n = _check_num_buckets(num_buckets)
     return bucket_number(bucket_hash_code(values, hive_types, bucketing_version), n)
@@ -839,7 +842,8 @@ def _decimal_hashes(arr: pa.Array, t: HiveType, v2: bool) -> np.ndarray:
         # Wide values, or values to round: exact Python integers, one row at a time.
         vm = valid.tolist() if valid is not None else [True] * n
         parts = [
-            _normalize_decimal(int.from_bytes(rawb[i * width:(i + 1) * width].tobytes(), "little", signed=True), scale, t)
+            _normalize_decimal(int.from_bytes(rawb[i * width:(i + 1) * width].tobytes(), "little", signed=True),
+                               scale, t)
             if vm[i] else None
             for i in range(n)
         ]
@@ -1043,7 +1047,8 @@ def column_hashes(column: Any, hive_type: HiveTypeLike, bucketing_version: int =
         return _column_hashes_u32(column, _as_type(hive_type), v2).view(np.int32)
 
 
-def bucket_hash_codes(columns: Sequence[Any], hive_types: Sequence[HiveTypeLike], bucketing_version: int = 2) -> np.ndarray:
+def bucket_hash_codes(columns: Sequence[Any], hive_types: Sequence[HiveTypeLike],
+                      bucketing_version: int = 2) -> np.ndarray:
     """Every row's bucket hash (int32), vectorised, equal to :func:`bucket_hash_code` per row."""
     v2 = _check_version(bucketing_version)
     if len(columns) != len(hive_types):

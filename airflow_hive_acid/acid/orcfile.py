@@ -41,7 +41,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -79,7 +79,7 @@ _KIND_BY_NAME = {v: k for k, v in COMPRESSION_KINDS.items()}
 _MAX_CHUNK = (1 << 23) - 1          # the 3-byte header holds 23 bits of length
 _UINT64 = (1 << 64) - 1
 
-BytesLike = Union[bytes, bytearray, memoryview]
+BytesLike = bytes | bytearray | memoryview
 
 
 class OrcFileError(AcidError):
@@ -643,7 +643,7 @@ def add_user_metadata(orc_bytes: BytesLike, items: Mapping[str, bytes | str]) ->
 # Writing with pyarrow + patch; Hive ACID metadata values
 # --------------------------------------------------------------------------------------------
 
-ItemsFn = Callable[[list[int]], Mapping[str, Union[bytes, str]]]
+ItemsFn = Callable[[list[int]], Mapping[str, bytes | str]]
 
 
 def write_orc_with_metadata(

@@ -24,7 +24,13 @@ from . import bucket_codec
 from .errors import AcidError
 from .names import ACID_VERSION_FILE, parse_bucket_file
 from .schema import (
-    ACID_COLUMNS, BUCKET, CURRENT_TRANSACTION, ORIGINAL_TRANSACTION, ROW, ROW_ID, SchemaMismatchError,
+    ACID_COLUMNS,
+    BUCKET,
+    CURRENT_TRANSACTION,
+    ORIGINAL_TRANSACTION,
+    ROW,
+    ROW_ID,
+    SchemaMismatchError,
     is_acid_schema,
 )
 from .state import AcidDirectory, original_bucket_id
@@ -73,7 +79,7 @@ class BucketGroup:
                 "delete_files": files(self.delete_files), "originals": files(self.originals)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "BucketGroup":
+    def from_dict(cls, d: dict) -> BucketGroup:
         return cls(d["partition"], d["bucket"], [DataFile(**f) for f in d["row_files"]],
                    [DataFile(**f) for f in d["delete_files"]], [DataFile(**f) for f in d["originals"]])
 

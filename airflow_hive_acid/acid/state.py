@@ -12,8 +12,18 @@ from dataclasses import dataclass, field
 
 from .errors import AcidError
 from .names import (
-    BASE_PREFIX, DELETE_DELTA_PREFIX, DELTA_PREFIX, METADATA_FILE, NameError_, ParsedBase,
-    ParsedDelta, is_bucket_file, is_hidden, parse_base, parse_delta, parse_original_file,
+    BASE_PREFIX,
+    DELETE_DELTA_PREFIX,
+    DELTA_PREFIX,
+    METADATA_FILE,
+    NameError_,
+    ParsedBase,
+    ParsedDelta,
+    is_bucket_file,
+    is_hidden,
+    parse_base,
+    parse_delta,
+    parse_original_file,
 )
 from .writeids import LONG_MIN, RangeResponse, ValidTxnList, ValidWriteIdList
 
@@ -34,10 +44,10 @@ class DirEntry:
     name: str
     is_dir: bool
     size: int = 0
-    children: tuple["DirEntry", ...] = ()
+    children: tuple[DirEntry, ...] = ()
     metadata_format: str | None = None
 
-    def data_files(self) -> list["DirEntry"]:
+    def data_files(self) -> list[DirEntry]:
         """Files a reader opens: bucket files, or any non-hidden file of raw (MM / LOAD) dirs."""
         return [c for c in self.children if not c.is_dir and not c.name.startswith(("_", "."))
                 and not c.name.endswith("_flush_length")]

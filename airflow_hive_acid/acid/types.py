@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from .errors import AcidError
@@ -48,7 +47,7 @@ class HiveType:
 
     name: str
     params: tuple[int, ...] = ()
-    children: tuple["HiveType", ...] = ()
+    children: tuple[HiveType, ...] = ()
     field_names: tuple[str, ...] = field(default=())
 
     @property
@@ -67,7 +66,7 @@ class HiveType:
             return f"{self.name}({','.join(str(p) for p in self.params)})"
         return self.name
 
-    def to_arrow(self) -> "pa.DataType":
+    def to_arrow(self) -> pa.DataType:
         """The Arrow type ``pyarrow.orc`` reads this Hive type as."""
         import pyarrow as pa  # imported here: the catalog and CLI parse types without Arrow
 
@@ -186,7 +185,8 @@ class _Parser:
                     scale = self.int_param()
                 self.take(")")
             if not 1 <= precision <= 38 or not 0 <= scale <= precision:
-                raise TypeParseError(f"bad decimal({precision},{scale}): need 1 <= precision <= 38, 0 <= scale <= precision")
+                raise TypeParseError(f"bad decimal({precision},{scale}): "
+                                     "need 1 <= precision <= 38, 0 <= scale <= precision")
             return HiveType("decimal", (precision, scale))
         return HiveType(name)
 

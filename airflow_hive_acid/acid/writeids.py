@@ -125,7 +125,7 @@ class ValidTxnList(_Exceptions):
     __str__ = to_string
 
     @classmethod
-    def parse(cls, text: str) -> "ValidTxnList":
+    def parse(cls, text: str) -> ValidTxnList:
         """Parse Hive 3 (plain lists) or Hive 4 (``a-b`` runs) strings; "" means all valid."""
         if not isinstance(text, str):
             raise SnapshotStringError(f"ValidTxnList must be a string, got {type(text).__name__}")
@@ -215,7 +215,7 @@ class ValidWriteIdList(_Exceptions):
     __str__ = to_string
 
     @classmethod
-    def parse(cls, text: str) -> "ValidWriteIdList":
+    def parse(cls, text: str) -> ValidWriteIdList:
         """Parse ``db.table:hwm:minOpen:open:aborted`` (Hive's ``ValidReaderWriteIdList``)."""
         if not isinstance(text, str):
             raise SnapshotStringError(f"ValidWriteIdList must be a string, got {type(text).__name__}")
@@ -241,13 +241,13 @@ class ValidWriteIdList(_Exceptions):
         return cls(hwm, tuple(open_ids), tuple(aborted), table=table, min_open_write_id=min_open)
 
     # -- derived views -----------------------------------------------------------------
-    def for_compactor(self) -> "ValidCompactorWriteIdList":
+    def for_compactor(self) -> ValidCompactorWriteIdList:
         """What a compactor may compact: everything below the lowest open id, aborts excluded."""
         hwm = self.high_watermark if not self.open_ids else self.open_ids[0] - 1
         aborted = tuple(a for a in self.aborted_ids if a <= hwm)
         return ValidCompactorWriteIdList(hwm, (), aborted, table=self.table)
 
-    def for_cleaner(self, highest_write_id: int) -> "ValidCleanerWriteIdList":
+    def for_cleaner(self, highest_write_id: int) -> ValidCleanerWriteIdList:
         """The cleaner's view: a reader list capped at the compaction's highest write id."""
         hwm = min(self.high_watermark, highest_write_id)
         return ValidCleanerWriteIdList(

@@ -7,7 +7,6 @@ located by :mod:`airflow_hive_acid.spark.launcher` without importing it.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from collections import deque
@@ -18,7 +17,14 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from ..spark.launcher import (
-    FAST_START_CONF, JobFailed, collect_manifest, env_conf, job_script, spark_home, spark_submit_binary,
+    FAST_START_CONF,
+    JobFailed,
+    collect_manifest,
+    env_conf,
+    job_script,
+    kill_process_group,
+    spark_home,
+    spark_submit_binary,
 )
 from ..spark.protocol import JobSpec, Manifest
 
@@ -49,12 +55,7 @@ class _JobSubmit(SparkSubmitHook):
         super()._process_spark_submit_log(remember(itr))
 
     def on_kill(self) -> None:
-        proc = self._submit_sp
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_process_group(self._submit_sp)
         super().on_kill()
 
 

@@ -3,13 +3,35 @@
 SQLAlchemy Core over an SQLite file (default) or PostgreSQL. Knows nothing of Spark or Airflow.
 """
 from .errors import (
-    AlreadyExistsError, CompactionError, InvalidInputError, LockTimeoutError, MetastoreError,
-    NoSuchObjectError, NotInitializedError, TooManyOpenTxnsError, TxnAbortedError, TxnError,
-    TxnTimedOutError, WriteConflictError,
+    AlreadyExistsError,
+    CompactionError,
+    InvalidInputError,
+    LockTimeoutError,
+    MetastoreError,
+    NoSuchObjectError,
+    NotInitializedError,
+    TooManyOpenTxnsError,
+    TxnAbortedError,
+    TxnError,
+    TxnTimedOutError,
+    WriteConflictError,
 )
 from .models import (
-    NO_PARTITION, CompactionInfo, CompactionState, CompactionType, LockComponent, LockInfo, LockState,
-    LockType, Operation, TableInfo, TableSnapshot, TxnInfo, TxnState, TxnType, WriteStat,
+    NO_PARTITION,
+    CompactionInfo,
+    CompactionState,
+    CompactionType,
+    LockComponent,
+    LockInfo,
+    LockState,
+    LockType,
+    Operation,
+    TableInfo,
+    TableSnapshot,
+    TxnInfo,
+    TxnState,
+    TxnType,
+    WriteStat,
 )
 from .store import HousekeepingReport, Metastore
 

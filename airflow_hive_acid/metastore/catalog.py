@@ -12,10 +12,10 @@ from sqlalchemy.engine import Connection
 from ..acid.errors import AcidError
 from ..acid.partitions import make_part_name, parse_part_name, parse_spec_text
 from ..acid.types import Column, format_columns, parse_columns, validate_identifier
+from .counters import Counters
 from .db import Store
 from .errors import AlreadyExistsError, InvalidInputError, NoSuchObjectError, TxnError
 from .models import NO_PARTITION, TableInfo
-from .counters import Counters
 from .schema import dbs, partitions, tbls, txn_to_write_id, txns
 
 KNOWN_COMPACTOR_KEYS = {

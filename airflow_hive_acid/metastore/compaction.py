@@ -19,7 +19,16 @@ from .db import Store
 from .errors import CompactionError, InvalidInputError, NoSuchObjectError
 from .models import NO_PARTITION, CompactionInfo, CompactionState, CompactionType
 from .schema import (
-    compaction_queue as cq, completed_compactions as cc, next_compaction_queue_id, txn_components, txn_to_write_id, txns,
+    compaction_queue as cq,
+)
+from .schema import (
+    completed_compactions as cc,
+)
+from .schema import (
+    next_compaction_queue_id,
+    txn_components,
+    txn_to_write_id,
+    txns,
     write_stats,
 )
 
@@ -144,17 +153,22 @@ class CompactionQueue:
         ``updateCompactorState``); committing that txn stamps ``next_txn_id``. Like Hive, the
         txn also gets a ``c`` component, so if it aborts the cleaner finds its output."""
         with self.store.write() as conn:
-            row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
-            if row is None:
-                raise self._not_queued(conn, cq_id)
-            if row["cq_state"] != "w":
-                raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, "
-                                      "expected working")
+            row = self._working_row(conn, cq_id)
             conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(
                 cq_txn_id=txn_id, cq_highest_write_id=highest_write_id))
             conn.execute(insert(txn_components).values(
                 tc_txnid=txn_id, tc_database=row["cq_database"], tc_table=row["cq_table"],
                 tc_partition=row["cq_partition"], tc_operation_type="c", tc_writeid=highest_write_id))
+
+    def _working_row(self, conn: Connection, cq_id: int) -> dict:
+        """The request's row, locked, if it is being worked on; else a clear error."""
+        row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
+        if row is None:
+            raise self._not_queued(conn, cq_id)
+        if row["cq_state"] != "w":
+            raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, "
+                                  "expected working")
+        return dict(row)
 
     def set_spark_app_id(self, cq_id: int, app_id: str) -> None:
         self._update(cq_id, ("w",), cq_hadoop_job_id=app_id[:128])
@@ -167,12 +181,7 @@ class CompactionQueue:
         compactor's txn: it counts once that txn commits, so the initiator sees the new
         layout without listing files; an abort drops it."""
         with self.store.write() as conn:
-            row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
-            if row is None:
-                raise self._not_queued(conn, cq_id)
-            if row["cq_state"] != "w":
-                raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, "
-                                      "expected working")
+            row = self._working_row(conn, cq_id)
             conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(cq_state="r", cq_error_message=None))
             if output is not None and row["cq_txn_id"] is not None:
                 o = {k: int(output.get(k, 0)) for k in (

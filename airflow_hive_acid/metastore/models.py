@@ -57,7 +57,7 @@ class CompactionType(str, enum.Enum):
     MINOR = "i"
 
     @classmethod
-    def parse(cls, text: "str | CompactionType") -> "CompactionType":
+    def parse(cls, text: str | CompactionType) -> CompactionType:
         if isinstance(text, CompactionType):
             return text
         try:
@@ -81,7 +81,7 @@ class CompactionState(str, enum.Enum):
                 "s": "succeeded", "a": "did not initiate", "c": "refused"}[self.value]
 
     @classmethod
-    def parse(cls, text: "str | CompactionState") -> "CompactionState":
+    def parse(cls, text: str | CompactionState) -> CompactionState:
         if isinstance(text, CompactionState):
             return text
         t = str(text).strip().lower().replace("_", " ")
@@ -193,7 +193,7 @@ class WriteStat:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "WriteStat":
+    def from_dict(cls, d: dict[str, Any]) -> WriteStat:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:

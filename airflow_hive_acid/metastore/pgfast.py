@@ -2,9 +2,10 @@
 
 Open, allocate-write-id and a plain commit are each one statement (a data-modifying CTE where
 needed) sent in autocommit mode: one round trip instead of five or more, and the per-table
-write-id row they update stays locked only for that statement. They implement exactly the checks of the general (multi-statement) code in
-``txn.py``, which stays the reference and runs whenever a fast form declines: SQLite, a txn that
-is not open, a table's first write id, a commit with writes or recorded components.
+write-id row they update stays locked only for that statement. They implement exactly the checks
+of the general (multi-statement) code in ``txn.py``, which stays the reference and runs whenever
+a fast form declines: SQLite, a txn that is not open, a table's first write id, a commit with
+writes or recorded components.
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import create_engine
 from psycopg.errors import UndefinedTable
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from .counters import write_id_sequence

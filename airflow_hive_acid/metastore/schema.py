@@ -7,8 +7,18 @@ NULL so that equality and unique keys need no special cases.
 from __future__ import annotations
 
 from sqlalchemy import (
-    BigInteger, Boolean, Column, Index, Integer, MetaData, PrimaryKeyConstraint, Sequence, String, Table,
-    Text, UniqueConstraint,
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Sequence,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
 )
 
 SCHEMA_VERSION = 1

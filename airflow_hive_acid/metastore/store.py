@@ -1,8 +1,8 @@
 """``Metastore``: the one object callers hold — catalog, transactions, locks, compactions."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from sqlalchemy import insert, select
 
@@ -13,7 +13,8 @@ from .db import Store, now_ms
 from .errors import InvalidInputError, NotInitializedError
 from .initiator import Initiator
 from .locks import LockManager
-from .schema import SCHEMA_VERSION, config as config_t, metadata, next_compaction_queue_id, next_lock_id, next_txn_id
+from .schema import SCHEMA_VERSION, metadata, next_compaction_queue_id, next_lock_id, next_txn_id
+from .schema import config as config_t
 from .txn import TxnManager
 
 
@@ -55,7 +56,7 @@ class Metastore:
 
     @classmethod
     def initialize(cls, url: str | None = None, *, warehouse: str | None = None,
-                   settings: dict[str, str] | None = None, clock: Callable[[], int] = now_ms) -> "Metastore":
+                   settings: dict[str, str] | None = None, clock: Callable[[], int] = now_ms) -> Metastore:
         """Create the schema if missing (idempotent) and store settings; returns a connected Metastore."""
         store = Store(url, clock=clock)
         metadata.create_all(store.engine)
@@ -108,7 +109,7 @@ class Metastore:
     def close(self) -> None:
         self.store.dispose()
 
-    def __enter__(self) -> "Metastore":
+    def __enter__(self) -> Metastore:
         return self
 
     def __exit__(self, *exc: object) -> None:

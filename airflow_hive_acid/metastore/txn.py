@@ -23,13 +23,26 @@ from .config import MetastoreConfig
 from .counters import Counters
 from .db import Store
 from .errors import (
-    InvalidInputError, NoSuchObjectError, TooManyOpenTxnsError, TxnAbortedError, TxnError,
-    TxnTimedOutError, WriteConflictError,
+    InvalidInputError,
+    NoSuchObjectError,
+    TooManyOpenTxnsError,
+    TxnAbortedError,
+    TxnError,
+    TxnTimedOutError,
+    WriteConflictError,
 )
 from .models import Operation, TableInfo, TableSnapshot, TxnInfo, TxnState, TxnType, WriteStat
 from .schema import (
-    compaction_queue, completed_txn_components, hive_locks, tbls,
-    txn_components, txn_statements, txn_to_write_id, txns, write_set, write_stats,
+    compaction_queue,
+    completed_txn_components,
+    hive_locks,
+    tbls,
+    txn_components,
+    txn_statements,
+    txn_to_write_id,
+    txns,
+    write_set,
+    write_stats,
 )
 
 REASON_TIMED_OUT = "timed out"

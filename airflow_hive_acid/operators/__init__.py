@@ -1,14 +1,23 @@
 """Airflow operators for Hive ACID tables."""
 from .dml import (
-    AcidDeleteOperator, AcidDmlOperator, AcidInsertOperator, AcidMergeOperator, AcidUpdateOperator,
+    AcidDeleteOperator,
+    AcidDmlOperator,
+    AcidInsertOperator,
+    AcidMergeOperator,
+    AcidUpdateOperator,
 )
 from .maintenance import (
-    AcidCleanerOperator, AcidCompactionWorkerOperator, AcidCompactOperator, AcidHousekeeperOperator,
+    AcidCleanerOperator,
+    AcidCompactionWorkerOperator,
+    AcidCompactOperator,
+    AcidHousekeeperOperator,
     AcidInitiatorOperator,
 )
 from .table import AcidCreateTableOperator, AcidReadOperator
 from .transaction import (
-    AcidAbortTransactionOperator, AcidBeginTransactionOperator, AcidCommitTransactionOperator,
+    AcidAbortTransactionOperator,
+    AcidBeginTransactionOperator,
+    AcidCommitTransactionOperator,
 )
 
 __all__ = [

@@ -69,3 +69,7 @@ class AcidReadOperator(AcidBaseOperator):
         for row in rows[:50]:
             self.log.info("  %s", row)
         return rows
+
+    def on_kill(self) -> None:
+        """Kill the read job; its read-only txn ends by the housekeeper's timeout (it wrote nothing)."""
+        self.spark_hook.kill()

@@ -14,7 +14,11 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from ..hooks.metastore import AcidMetastoreHook
 from ..operators.base import parse_txn_id
 from ..triggers.compaction import (
-    DEFAULT_TARGET, FAILURE_STATES, CompactionTrigger, compaction_status, normalize_states,
+    DEFAULT_TARGET,
+    FAILURE_STATES,
+    CompactionTrigger,
+    compaction_status,
+    normalize_states,
 )
 
 

@@ -200,11 +200,10 @@ def _sorted_order(ot: np.ndarray, bp: np.ndarray, rid: np.ndarray, cur: np.ndarr
     return order
 
 
-def _major_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list,
-                  base_dir: str) -> list[dict]:
-    t = _read_rows(fs, group, snap, columns)
-    if not t.num_rows:
-        return []
+def _insert_events_in_key_order(t: pa.Table, columns: list) -> pa.Table:
+    """Rows read with their ROW__IDs -> insert events sorted by (originalTransaction, bucket,
+    rowId), keeping every ROW__ID; an insert event's currentTransaction is its
+    originalTransaction (ACID v2 split update)."""
     rid = t.column(ROW_ID_COLUMN).combine_chunks()
     ot = pc.struct_field(rid, [0]).to_numpy(zero_copy_only=False)
     bp = pc.struct_field(rid, [1]).to_numpy(zero_copy_only=False)
@@ -215,7 +214,15 @@ def _major_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdLis
         idx = pa.array(order)
         ot, bp, rr = ot[order], bp[order], rr[order]
         cols = [c.take(idx) for c in cols]
-    events = compacted_events(INSERT_OPERATION, ot, bp, rr, ot, cols, columns)
+    return compacted_events(INSERT_OPERATION, ot, bp, rr, ot, cols, columns)
+
+
+def _major_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list,
+                  base_dir: str) -> list[dict]:
+    t = _read_rows(fs, group, snap, columns)
+    if not t.num_rows:
+        return []
+    events = _insert_events_in_key_order(t, columns)
     written = write_acid_file(fs, afs.join(base_dir, bucket_file_name(group.bucket)), events, base=True)
     return [{"dir": "base", "kind": "i", "rows": written.rows, "bytes": written.bytes}]
 
@@ -225,18 +232,7 @@ def _minor_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdLis
     out = []
     rows = _read_rows(fs, replace(group, delete_files=[]), snap, columns)   # deletes are kept, not applied
     if rows.num_rows:
-        rid = rows.column(ROW_ID_COLUMN).combine_chunks()
-        ot = pc.struct_field(rid, [0]).to_numpy(zero_copy_only=False)
-        bp = pc.struct_field(rid, [1]).to_numpy(zero_copy_only=False)
-        rr = pc.struct_field(rid, [2]).to_numpy(zero_copy_only=False)
-        cols = [rows.column(c.name).combine_chunks() for c in columns]
-        order = _sorted_order(ot, bp, rr)
-        if order is not None:
-            idx = pa.array(order)
-            ot, bp, rr = ot[order], bp[order], rr[order]
-            cols = [c.take(idx) for c in cols]
-        # an insert event's currentTransaction is its originalTransaction (split update)
-        events = compacted_events(INSERT_OPERATION, ot, bp, rr, ot, cols, columns)
+        events = _insert_events_in_key_order(rows, columns)
         w = write_acid_file(fs, afs.join(out_dir, outputs["delta"], bucket_file_name(group.bucket)), events)
         out.append({"dir": "delta", "kind": "i", "rows": w.rows, "bytes": w.bytes})
     parts = [delete_events_of(fs, f, snap, columns) for f in group.delete_files]

@@ -11,11 +11,11 @@ import re
 
 import pyarrow.compute as pc
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.errors import AnalysisException, ParseException
 
 from ..acid.reader import ROW_ID_COLUMN
 from .protocol import JobSpecError, MergeClause, SnapshotSpec, SourceSpec
@@ -139,7 +139,7 @@ def update(spark: SparkSession, table: Table, snapshot: SnapshotSpec, assignment
     for c in table.all_columns:
         if c.name in assignments:
             e = _expr(assignments[c.name], f"SET {c.name}")
-            t = _analyse(lambda: scan.select(e).schema.fields[0].dataType, f"SET {c.name}")
+            t = _analyse(lambda e=e: scan.select(e).schema.fields[0].dataType, f"SET {c.name}")
             new_values.append(_typed(table, c.name, e, t, f"SET {c.name}"))
         else:
             new_values.append(F.col(c.name))
@@ -246,7 +246,8 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
             deleting = deleting | (clause == i)
         if c.action in ("update", "insert"):
             inserting = inserting | (clause == i)
-        action = F.when(clause == i, F.lit({"update": UPDATE, "delete": DELETE, "insert": INSERT}[c.action])).otherwise(action)
+        code = {"update": UPDATE, "delete": DELETE, "insert": INSERT}[c.action]
+        action = F.when(clause == i, F.lit(code)).otherwise(action)
     kinds = F.filter(F.array(F.when(deleting, F.lit(DELETE)), F.when(inserting, F.lit(INSERT))),
                      lambda k: k.isNotNull())
     old_parts = [F.col(f"{TARGET_ALIAS}.{c.name}").alias(f"__old_{c.name}") for c in table.partition_columns]
@@ -341,7 +342,8 @@ def _broadcast_join(tgt: DataFrame, src: DataFrame, keys: list[str], kinds: set[
             parts.append(s.join(F.broadcast(seen), on=kcols, how="left_anti").select(*null_t, SOURCE_ALIAS, _SRC))
     if "not_matched_by_source" in kinds:
         skeys = s.select(*kcols).distinct()
-        parts.append(t.join(F.broadcast(skeys), on=kcols, how="left_anti").select(TARGET_ALIAS, _RID, _MATCHED, *null_s))
+        parts.append(t.join(F.broadcast(skeys), on=kcols, how="left_anti")
+                     .select(TARGET_ALIAS, _RID, _MATCHED, *null_s))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -101,6 +101,16 @@ def collect_manifest(spec: JobSpec, returncode: int, output_tail: Iterable[str] 
     return manifest
 
 
+def kill_process_group(proc: subprocess.Popen | None) -> None:
+    """SIGKILL a spark-submit started with ``start_new_session=True`` and everything it started
+    (the JVM, the Python driver, the Python workers): killing spark-submit alone orphans them."""
+    if proc is not None and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class LocalSubmitter:
     """Runs jobs with the local spark-submit (``local[*]`` unless told otherwise); used by the
     CLI and by tests. The Airflow hook submits through ``SparkSubmitHook`` instead."""
@@ -134,8 +144,4 @@ class LocalSubmitter:
         """Kill the running spark-submit and everything it started (driver, Python workers)."""
         with self._lock:
             proc = self._proc
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_process_group(proc)

@@ -38,7 +38,7 @@ class TableSpec:
     insert_only: bool = False
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TableSpec":
+    def from_dict(cls, d: dict[str, Any]) -> TableSpec:
         d = dict(d)
         d["bucket_columns"] = tuple(d.get("bucket_columns") or ())
         return cls(**d)
@@ -63,7 +63,7 @@ class SourceSpec:
     snapshot: SnapshotSpec | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "SourceSpec | None":
+    def from_dict(cls, d: dict[str, Any] | None) -> SourceSpec | None:
         if d is None:
             return None
         d = dict(d)
@@ -126,7 +126,7 @@ class JobSpec:
         Path(path).write_text(self.to_json())
 
     @classmethod
-    def load(cls, path: str | Path) -> "JobSpec":
+    def load(cls, path: str | Path) -> JobSpec:
         try:
             d = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
@@ -218,7 +218,7 @@ class Manifest:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Manifest":
+    def load(cls, path: str | Path) -> Manifest:
         d = json.loads(Path(path).read_text())
         d["partitions"] = [PartitionStats(**p) for p in d.get("partitions", [])]
         return cls(**d)
@@ -255,7 +255,8 @@ def parse_merge_clause(text: str) -> MergeClause:
         return MergeClause(when, "insert", cond)
     vm = re.match(r"^(?:\((?P<cols>[^)]*)\)\s*)?VALUES\s*\((?P<vals>.*)\)\s*$", rest, re.I | re.S)
     if not vm:
-        raise JobSpecError(f"cannot parse INSERT in MERGE clause {text!r}: use INSERT *, or INSERT (cols) VALUES (exprs)")
+        raise JobSpecError(f"cannot parse INSERT in MERGE clause {text!r}: "
+                           "use INSERT *, or INSERT (cols) VALUES (exprs)")
     values = split_top_level(vm.group("vals"))
     if not vm.group("cols"):
         raise JobSpecError(f"INSERT VALUES in {text!r} needs the column list: INSERT (a, b) VALUES (x, y)")

@@ -18,7 +18,13 @@ from ..acid.errors import AcidError
 from ..acid.names import parse_dir
 from ..acid.partitions import DEFAULT_PARTITION_NAME, parse_part_name
 from ..acid.reader import (
-    ROW_ID_COLUMN, AcidReadError, BucketGroup, ReadRequest, bucket_groups, insert_only_groups, read_bucket_group,
+    ROW_ID_COLUMN,
+    AcidReadError,
+    BucketGroup,
+    ReadRequest,
+    bucket_groups,
+    insert_only_groups,
+    read_bucket_group,
 )
 from ..acid.state import DirEntry, get_acid_state
 from ..acid.types import Column, parse_columns

@@ -110,7 +110,8 @@ def write_statement(spark: SparkSession, stmt: Statement, events: DataFrame,
     """
     table = stmt.table
     fs, root = table.fs_and_root
-    staging = afs.join(root, afs.STAGING_DIR, f"txn_{stmt.txn_id}_w{stmt.write_id}_s{stmt.statement_id}_{uuid.uuid4().hex[:8]}")
+    staging = afs.join(root, afs.STAGING_DIR,
+                       f"txn_{stmt.txn_id}_w{stmt.write_id}_s{stmt.statement_id}_{uuid.uuid4().hex[:8]}")
     with_bucket = _with_bucket(table, events)
     part_cols = [c.name for c in table.partition_columns]
     shuffled = with_bucket.repartition(_num_writers(spark, table, with_bucket), *part_cols, KIND, BUCKET)
@@ -171,7 +172,7 @@ def _partition_name(table: Table, values: list) -> str:
     if not table.partition_columns:
         return ""
     strs = []
-    for c, v in zip(table.partition_columns, values):
+    for _col, v in zip(table.partition_columns, values):
         if v is None:
             strs.append(DEFAULT_PARTITION_NAME)
         elif isinstance(v, bool):
