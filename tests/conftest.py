@@ -6,6 +6,7 @@ pass without having run them.
 """
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -16,6 +17,9 @@ PG_BASE = os.environ.get("HIVE_ACID_TEST_PG", "postgresql://127.0.0.1:5432/test"
 # Short-lived test JVMs start faster with the C1 compiler only.
 os.environ.setdefault("HIVE_ACID_SPARK_CONF", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 "
                                               "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1")
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+# pytest closed the stream: noise that looks like an error at the end of every run.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "data" / "acid_corpus"
 
