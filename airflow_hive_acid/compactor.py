@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,18 +32,13 @@ from .metastore import (
     TxnState,
     TxnType,
 )
-from .metastore.initiator import InitiatorDecision
+from .metastore.initiator import InitiatorDecision, default_initiator_id
 from .spark.protocol import JobSpec, Manifest, SnapshotSpec
 from .statements import Submit, table_spec
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CleanResult", "Compactor", "InitiatorDecision", "WorkerResult"]
-
-
-def default_worker_id() -> str:
-    """``<host>-<pid>-<thread>``: Hive's ``CQ_WORKER_ID`` is ``<host>-<threadId>``."""
-    return f"{socket.gethostname()}-{os.getpid()}-{threading.get_ident() % 100000}"
 
 
 @dataclass
@@ -99,7 +92,7 @@ class Compactor:
                  work_dir: str | None = None, heartbeat_interval: float | None = None):
         self.ms = metastore
         self.submit = submit
-        self.worker_id = worker_id or default_worker_id()
+        self.worker_id = worker_id or default_initiator_id()
         self.work_dir = work_dir
         self.heartbeat_interval = heartbeat_interval
         self.on_lost = None
@@ -161,9 +154,7 @@ class Compactor:
                     return res
                 return self._refuse(res, f"None of the compaction thresholds met: {r.get('reason')}")
             p = manifest.partitions[0] if manifest.partitions else None
-            output = ({k: getattr(p, k) for k in ("rows_inserted", "rows_deleted", "delta_files", "delta_bytes",
-                                                  "delete_delta_files", "delete_delta_bytes", "base_files",
-                                                  "base_bytes")} if p else {})
+            output = p.counts() if p else {}
             self.ms.compactions.mark_compacted(req.id, output)   # then commit, as Hive does
             self.ms.txns.commit_txn(txn)
             res.state = CompactionState.READY_FOR_CLEANING.label

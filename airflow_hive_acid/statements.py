@@ -45,11 +45,8 @@ def table_spec(info: TableInfo) -> TableSpec:
 
 
 def writes_from_manifest(info: TableInfo, write_id: int, manifest: Manifest) -> list[WriteStat]:
-    return [WriteStat(info.db, info.name, p.partition, write_id, Operation(p.operation),
-                      rows_inserted=p.rows_inserted, rows_updated=p.rows_updated, rows_deleted=p.rows_deleted,
-                      delta_files=p.delta_files, delta_bytes=p.delta_bytes,
-                      delete_delta_files=p.delete_delta_files, delete_delta_bytes=p.delete_delta_bytes,
-                      base_files=p.base_files, base_bytes=p.base_bytes) for p in manifest.partitions]
+    return [WriteStat(info.db, info.name, p.partition, write_id, Operation(p.operation), **p.counts())
+            for p in manifest.partitions]
 
 
 def source_args(ms: Metastore, *, path: str | None = None, format: str | None = None,

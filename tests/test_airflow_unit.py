@@ -123,9 +123,9 @@ def test_heartbeat_context_keeps_txn_alive_and_fails_when_aborted(env_ms):
 def test_spark_hook_defaults_to_local_master_without_connection(monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     monkeypatch.delenv("HIVE_ACID_SPARK_MASTER", raising=False)
-    assert AcidSparkHook()._fallback_master() == "local[*]"
+    assert AcidSparkHook().fallback_master == "local[*]"
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://h:7077"}))
-    assert AcidSparkHook()._fallback_master() is None
+    assert AcidSparkHook().fallback_master is None
 
 
 # -- operators: XCom contract of a multi-task transaction ---------------------------------------

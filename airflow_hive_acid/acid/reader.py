@@ -394,10 +394,20 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
 
 def _read_plain(fs: pafs.FileSystem, f: DataFile, request: ReadRequest,
                 out_cols: list[Column]) -> Iterator[pa.RecordBatch]:
+    for out in _plain_stripes(fs, f, request, out_cols, "is a full-ACID file in an insert-only table"):
+        keep = request.key_mask(out)
+        yield out if keep is None else out.filter(pa.array(keep))
+
+
+def _plain_stripes(fs: pafs.FileSystem, f: DataFile, request: ReadRequest, out_cols: list[Column],
+                   acid_schema_error: str) -> Iterator[pa.RecordBatch]:
+    """The stripes of a file without the ACID event struct (insert-only data, or an original
+    file), projected onto ``out_cols``; a file with the event schema is refused with
+    ``acid_schema_error``."""
     orc = open_orc(fs, f)
     schema = orc.schema
     if is_acid_schema(schema):
-        raise AcidReadError(f"{f.path} is a full-ACID file in an insert-only table")
+        raise AcidReadError(f"{f.path} {acid_schema_error}")
     names = {n.lower(): n for n in schema.names}
     check_row_fields(pa.struct([schema.field(n) for n in schema.names]), request.columns, f.path)
     wanted = [names[c.name] for c in out_cols if c.name in names]
@@ -406,9 +416,7 @@ def _read_plain(fs: pafs.FileSystem, f: DataFile, request: ReadRequest,
             batch = orc.read_stripe(i, columns=wanted or None)
         except (pa.ArrowInvalid, OSError) as exc:
             raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
-        out = _project(batch, names, out_cols)
-        keep = request.key_mask(out)
-        yield out if keep is None else out.filter(pa.array(keep))
+        yield _project(batch, names, out_cols)
 
 
 def _project(batch: pa.RecordBatch, names: dict[str, str], out_cols: list[Column]) -> pa.RecordBatch:
@@ -431,27 +439,16 @@ def _read_original(fs: pafs.FileSystem, f: DataFile, bucket: int, offset: int, d
                    request: ReadRequest, out_cols: list[Column]) -> tuple[list[pa.RecordBatch], int]:
     """An original file: plain columns, ROW__ID (0, bucket property of its bucket, ordinal
     across all original files of the bucket, in path order)."""
-    orc = open_orc(fs, f)
-    schema = orc.schema
-    if is_acid_schema(schema):
-        raise AcidReadError(f"{f.path} has the ACID event schema but sits where original (pre-ACID) "
-                            "files live; it is not a valid table file")
-    names = {n.lower(): n for n in schema.names}
-    check_row_fields(pa.struct([schema.field(n) for n in schema.names]), request.columns, f.path)
     prop = bucket_codec.encode_v1(bucket, 0)
     batches = []
-    wanted = [names[c.name] for c in out_cols if c.name in names]
-    for i in range(orc.nstripes):
-        try:
-            batch = orc.read_stripe(i, columns=wanted or None)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
-        n = batch.num_rows
+    misplaced = ("has the ACID event schema but sits where original (pre-ACID) files live; "
+                 "it is not a valid table file")
+    for out in _plain_stripes(fs, f, request, out_cols, misplaced):
+        n = out.num_rows
         rid = np.arange(offset, offset + n, dtype=np.int64)
         ot = np.full(n, f.synthetic_write_id or 0, dtype=np.int64)
         bp = np.full(n, prop, dtype=np.int32)
         offset += n
-        out = _project(batch, names, out_cols)
         if request.with_row_id:
             out = out.append_column(ROW_ID_COLUMN, _row_id_struct(pa.array(ot), pa.array(bp), pa.array(rid)))
         mask = ~deletes.deleted_mask(ot, bp, rid) if deletes.size else None

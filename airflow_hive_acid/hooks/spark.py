@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 from collections import deque
+from functools import cached_property
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -89,7 +90,10 @@ class AcidSparkHook(BaseHook):
         self._lock = threading.Lock()
         self.killed = False
 
-    def _fallback_master(self) -> str | None:
+    @cached_property
+    def fallback_master(self) -> str | None:
+        """``local[*]`` (or ``$HIVE_ACID_SPARK_MASTER``) when ``spark_default`` does not exist;
+        None when the connection names the master. Looked up once per hook."""
         try:
             self.get_connection(self.conn_id)
             return None
@@ -109,7 +113,7 @@ class AcidSparkHook(BaseHook):
         env = {"SPARK_HOME": spark_home(), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
         submit = _JobSubmit(
-            fallback_master=self._fallback_master(), conn_id=self.conn_id,
+            fallback_master=self.fallback_master, conn_id=self.conn_id,
             conf={**FAST_START_CONF, **env_conf(), **self.conf}, name=f"hive-acid-{spec.job}",
             application_args=["--spec", spec_path], env_vars=env, spark_binary=spark_submit_binary(),
             verbose=self.verbose, **{k: v for k, v in self.resources.items() if v is not None})

@@ -36,7 +36,8 @@ DID_NOT_INITIATE = "did not initiate"
 
 
 def default_initiator_id() -> str:
-    """``<host>-<pid>-<thread>``, like Hive's ``<host>-<threadId>``."""
+    """``<host>-<pid>-<thread>``, like Hive's ``<host>-<threadId>``; also the compactor worker's
+    default id (Hive's ``CQ_WORKER_ID``)."""
     return f"{socket.gethostname()}-{os.getpid()}-{threading.get_ident() % 100000}"
 
 

@@ -215,7 +215,8 @@ class TxnManager:
     def writes_of(self, txn_id: int) -> list[WriteStat]:
         """The write stats a txn recorded (at commit, or by statements of a shared txn)."""
         _check_txn_id(txn_id)
-        q = select(write_stats).where(write_stats.c.ws_txnid == txn_id).order_by(
+        q = select(write_stats).where(write_stats.c.ws_txnid == txn_id,
+                                      write_stats.c.ws_operation_type.in_([o.value for o in Operation])).order_by(
             write_stats.c.ws_database, write_stats.c.ws_table, write_stats.c.ws_partition)
         with self.store.read() as conn:
             rows = conn.execute(q).mappings().all()
@@ -225,7 +226,7 @@ class TxnManager:
                           delta_files=r["delta_files"], delta_bytes=r["delta_bytes"],
                           delete_delta_files=r["delete_delta_files"], delete_delta_bytes=r["delete_delta_bytes"],
                           base_files=r["base_files"], base_bytes=r["base_bytes"])
-                for r in rows if r["ws_operation_type"] in {o.value for o in Operation}]
+                for r in rows]
 
     def min_open_txn_id(self) -> int | None:
         with self.store.read() as conn:

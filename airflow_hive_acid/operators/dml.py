@@ -49,7 +49,7 @@ class AcidDmlOperator(AcidBaseOperator):
         txn_id = parse_txn_id(self.txn_id)
         info = ms.catalog.get_table(self.table)
         if txn_id is None:
-            earlier = self._earlier_attempt(key)
+            earlier = self._earlier_attempt(key, info.qualified_name)
             if earlier is not None:
                 return earlier
         args = self.job_args()
@@ -67,7 +67,7 @@ class AcidDmlOperator(AcidBaseOperator):
                                     "partitions")})
         return out
 
-    def _earlier_attempt(self, key: str) -> dict[str, Any] | None:
+    def _earlier_attempt(self, key: str, table: str) -> dict[str, Any] | None:
         ms = self.metastore_hook.metastore
         for txn in ms.txns.find_txns(key):
             if txn.state is TxnState.OPEN:
@@ -75,7 +75,6 @@ class AcidDmlOperator(AcidBaseOperator):
                 ms.txns.abort_txn(txn.txn_id, f"superseded by a retry of {key}")
             elif txn.state is TxnState.COMMITTED and self.replay_committed:
                 stats = summarize_writes(ms.txns.writes_of(txn.txn_id))
-                table = ms.catalog.get_table(self.table).qualified_name
                 s = stats.get(table, {"write_id": ms.txns.write_ids_of(txn.txn_id).get(table), "rows_inserted": 0,
                                       "rows_updated": 0, "rows_deleted": 0, "partitions": []})
                 self.log.warning("an earlier try of this task committed transaction %s: not writing again",

@@ -161,6 +161,13 @@ class PartitionStats:
     base_bytes: int = 0
     directories: list[str] = field(default_factory=list)
 
+    # the counts the metastore records per write (its WriteStat has the same fields)
+    COUNTS = ("rows_inserted", "rows_updated", "rows_deleted", "delta_files", "delta_bytes",
+              "delete_delta_files", "delete_delta_bytes", "base_files", "base_bytes")
+
+    def counts(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.COUNTS}
+
     @property
     def operation(self) -> str:
         """Hive's operation type for write-write conflicts: u, d or i."""
