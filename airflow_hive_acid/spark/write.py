@@ -116,8 +116,8 @@ def write_statement(spark: SparkSession, stmt: Statement, events: DataFrame,
     part_cols = [c.name for c in table.partition_columns]
     shuffled = with_bucket.repartition(_num_writers(spark, table, with_bucket), *part_cols, KIND, BUCKET)
     writer = _writer(stmt, staging)
-    rows = shuffled.mapInArrow(writer, _STATS_SCHEMA).collect()
     try:
+        rows = shuffled.mapInArrow(writer, _STATS_SCHEMA).collect()
         stats = _publish(fs, root, staging, stmt, rows, overwrite_partitions)
     finally:
         if afs.exists(fs, staging):
@@ -224,7 +224,7 @@ def _writer(stmt: Statement, staging: str):  # type: ignore[no-untyped-def]
                     written = write_plain_file(fs, afs.join(path_dir, f"{bucket:06d}_0"), data, cols)
                 else:
                     events = insert_events(data, cols, stmt.write_id, bucket, stmt.statement_id)
-                    written = write_acid_file(fs, afs.join(path_dir, bucket_file_name(bucket)), events,
+                    written = write_acid_file(fs, afs.join(path_dir, bucket_file_name(bucket)), events, cols,
                                               base=stmt.overwrite)
             else:
                 rid = rows.column(ROW_ID_COLUMN).combine_chunks()
@@ -232,7 +232,7 @@ def _writer(stmt: Statement, staging: str):  # type: ignore[no-untyped-def]
                     pc.struct_field(rid, [0]).to_numpy(zero_copy_only=False),
                     pc.struct_field(rid, [1]).to_numpy(zero_copy_only=False),
                     pc.struct_field(rid, [2]).to_numpy(zero_copy_only=False), cols, stmt.write_id)
-                written = write_acid_file(fs, afs.join(path_dir, bucket_file_name(bucket)), events)
+                written = write_acid_file(fs, afs.join(path_dir, bucket_file_name(bucket)), events, cols)
             out.append({"partition": part, "dir": dir_name, "kind": kind, "file": written.path,
                         "rows": written.rows, "updates": updates, "bytes": written.bytes})
         if out:
