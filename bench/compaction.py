@@ -61,7 +61,7 @@ def make_table(root: Path, rows: int, buckets: int, deletes_per_delta: int) -> d
         ids = np.arange((w - 1) * per, w * per if w < DELTAS else rows)
         for b, chunk in enumerate(np.array_split(ids, buckets)):
             ev = insert_events(gen(chunk, w * 100 + b), cols, w, b, 0)
-            write_acid_file(fs, str(d / bucket_file_name(b)), ev)
+            write_acid_file(fs, str(d / bucket_file_name(b)), ev, cols)
         afs.write_acid_version(fs, str(d))
         written += len(ids)
     # which (write id, bucket, rowId) each row got: rows of delta w are split evenly over buckets
@@ -88,7 +88,7 @@ def make_table(root: Path, rows: int, buckets: int, deletes_per_delta: int) -> d
         buckets_of = (bp >> 16) & 0xFFF
         for b in np.unique(buckets_of):
             m = buckets_of == b
-            write_acid_file(fs, str(d / bucket_file_name(int(b))), delete_events(ot[m], bp[m], rid[m], cols, w))
+            write_acid_file(fs, str(d / bucket_file_name(int(b))), delete_events(ot[m], bp[m], rid[m], cols, w), cols)
         afs.write_acid_version(fs, str(d))
         deleted += len(pick)
     return {"rows": written, "deleted": deleted, "live_rows": written - deleted}

@@ -154,3 +154,17 @@ def runner(sqlite_ms, in_process):
     """A StatementRunner over an SQLite metastore, running jobs in the shared SparkSession."""
     from airflow_hive_acid.statements import StatementRunner
     return StatementRunner(sqlite_ms, in_process, lock_wait=5)
+
+
+# -- the reference Java ORC reader -------------------------------------------------------------
+@pytest.fixture(scope="session")
+def java_orc(tmp_path_factory):
+    """``tests/java/OrcCheck.java`` compiled against pyspark's jars (see ``javaorc.py``)."""
+    from javaorc import JavaOrc
+    return JavaOrc(tmp_path_factory.mktemp("javaorc-classes"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The sweep over every file the session wrote runs after everything else."""
+    last = [i for i in items if i.name == "test_every_file_the_suite_wrote_reads_in_java"]
+    items[:] = [i for i in items if i not in last] + last

@@ -164,13 +164,13 @@ def test_written_files_have_the_corpus_schema_and_metadata(tmp_path):
     cols = parse_columns(NATION)
     rows = pa.table({"n_nationkey": pa.array([1, 2], pa.int32()), "n_name": ["A", "B"],
                      "n_regionkey": pa.array([0, 0], pa.int32()), "n_comment": ["x", "y"]})
-    ours = po.ORCFile(pa.BufferReader(encode_acid_file(insert_events(rows, cols, 5, 0, 0))))
+    ours = po.ORCFile(pa.BufferReader(encode_acid_file(insert_events(rows, cols, 5, 0, 0), cols)))
     hive = po.ORCFile(str(TRINO / "nationFile25kRowsSortedOnNationKey/bucket_00000"))
     assert ours.schema.remove_metadata().equals(hive.schema.remove_metadata())
     assert ours.metadata == {b"hive.acid.key.index": b"5,536870912,1;", b"hive.acid.stats": b"2,0,0",
                              b"hive.acid.version": b"2"}
     dels = po.ORCFile(pa.BufferReader(encode_acid_file(delete_events(
-        np.array([2, 2]), np.array([536870912, 536870912]), np.array([7, 3]), cols, 9))))
+        np.array([2, 2]), np.array([536870912, 536870912]), np.array([7, 3]), cols, 9), cols)))
     hive_del = po.ORCFile(str(TRINO / "nation_delete_deltas/delete_delta_0000003_0000003_0000/bucket_00000"))
     assert dels.schema.remove_metadata().equals(hive_del.schema.remove_metadata())
     t = dels.read().to_pylist()

@@ -38,14 +38,19 @@ the Java and C++ writers do. Pure Python + pyarrow + stdlib; no Spark, database 
 """
 from __future__ import annotations
 
+import io
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyorc
 
 from .errors import AcidError
+from .types import HiveType
 
 __all__ = [
     "OrcFileError", "UnsupportedCompressionError", "OrcTail",
@@ -282,6 +287,19 @@ def decode_message(data: BytesLike, schema: _Schema) -> dict[str, Any]:
 def _encode_user_metadata_item(name: str, value: bytes) -> bytes:
     body = encode_field(1, WT_LEN, name.encode("utf-8")) + encode_field(2, WT_LEN, value)
     return encode_field(5, WT_LEN, body)
+
+
+def _string_type(f: RawField, column: int, kind: int, max_length: int) -> bytes:
+    """A Footer ``Type`` field of a ``string`` column re-declared as ``kind`` (varchar or char)."""
+    t = decode_message(f.value, _TYPE)
+    if t.get("kind") != KIND_STRING:
+        raise OrcFileError(f"ORC column {column} is of kind {t.get('kind')}, not string: "
+                           "cannot declare it varchar/char")
+    if kind not in (KIND_VARCHAR, KIND_CHAR) or max_length <= 0:
+        raise OrcFileError(f"bad varchar/char declaration ({kind}, {max_length}) for ORC column {column}")
+    body = [encode_field(1, WT_VARINT, kind), encode_field(4, WT_VARINT, max_length)]
+    body += [g.raw for g in iter_fields(f.value) if g.number not in (1, 4)]
+    return encode_field(4, WT_LEN, b"".join(body))
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,23 +601,58 @@ def add_user_metadata(orc_bytes: BytesLike, items: Mapping[str, bytes | str]) ->
     statistics are copied byte for byte; the Footer is re-compressed with the file's codec
     and block size, and only ``PostScript.footerLength`` changes.
     """
+    return rewrite_footer(orc_bytes, items)
+
+
+# ORC ``Type.Kind`` codes this module rewrites, and ``Footer.calendar`` values.
+KIND_STRING, KIND_VARCHAR, KIND_CHAR = 7, 16, 17
+CALENDAR_PROLEPTIC_GREGORIAN = 2
+
+
+def rewrite_footer(orc_bytes: BytesLike, items: Mapping[str, bytes | str] | None = None, *,
+                   string_types: Mapping[int, tuple[int, int]] | None = None,
+                   calendar: int | None = None) -> bytes:
+    """``orc_bytes`` with a rewritten Footer: user metadata ``items`` added (see
+    :func:`add_user_metadata`), the ``string`` columns named in ``string_types`` (column id ->
+    (kind, maximum length)) declared ``varchar``/``char`` instead, and ``Footer.calendar`` set.
+
+    ORC stores the three string kinds alike (same streams and statistics), so only the Footer's
+    type changes. The calendar tells Java readers whether dates and timestamps before 1582 are
+    proleptic Gregorian (what Arrow, Spark and Hive 4 use) or hybrid Julian.
+    """
     new_items: dict[str, bytes] = {}
-    for name, value in items.items():
+    for name, value in (items or {}).items():
         if not isinstance(name, str) or not name:
             raise OrcFileError(f"user metadata name must be a non-empty str, got {name!r}")
         new_items[name] = _as_value_bytes(name, value)
+    string_types = dict(string_types or {})
 
     tail = read_tail(orc_bytes)
     pending = dict(sorted(new_items.items()))
     out_fields: list[bytes] = []
-    inserted = False
+    pending_calendar = calendar
+    type_index = 0
 
-    def emit_new() -> None:
-        for name, value in pending.items():
-            out_fields.append(_encode_user_metadata_item(name, value))
-        pending.clear()
+    def emit_new(before: int) -> None:
+        """Fields not in the input go where protobuf order puts them: before field ``before``."""
+        nonlocal pending_calendar
+        if before > 5:
+            for name, value in pending.items():
+                out_fields.append(_encode_user_metadata_item(name, value))
+            pending.clear()
+        if before > 11 and pending_calendar is not None:
+            out_fields.append(encode_field(11, WT_VARINT, pending_calendar))
+            pending_calendar = None
 
     for f in tail.footer_fields:
+        emit_new(f.number)
+        if f.number == 4 and f.wire_type == WT_LEN:
+            if type_index in string_types:
+                out_fields.append(_string_type(f, type_index, *string_types.pop(type_index)))
+            else:
+                out_fields.append(f.raw)
+            type_index += 1
+            continue
         if f.number == 5 and f.wire_type == WT_LEN:
             item = decode_message(f.value, _USER_METADATA_ITEM)
             name = item.get("name", "")
@@ -609,12 +662,14 @@ def add_user_metadata(orc_bytes: BytesLike, items: Mapping[str, bytes | str]) ->
                 continue                                  # later duplicates: dropped
             out_fields.append(f.raw)
             continue
-        if f.number > 5 and not inserted:
-            # first field after the metadata position (protobuf order): put new items here
-            inserted = True
-            emit_new()
+        if f.number == 11 and calendar is not None:
+            out_fields.append(encode_field(11, WT_VARINT, calendar))
+            pending_calendar = None
+            continue
         out_fields.append(f.raw)
-    emit_new()
+    emit_new(1 << 29)
+    if string_types:
+        raise OrcFileError(f"no ORC column ids {sorted(string_types)} in a file of {type_index} columns")
     footer_raw = b"".join(out_fields)
 
     code = tail.postscript.get("compression", 0)
@@ -650,6 +705,7 @@ def write_orc_with_metadata(
     table: pa.Table | pa.RecordBatch,
     items_fn: ItemsFn | Mapping[str, bytes | str] | None,
     *,
+    orc_type: HiveType | None = None,
     compression: str = "zlib",
     stripe_size: int = DEFAULT_STRIPE_SIZE,
     compression_block_size: int = DEFAULT_COMPRESSION_BLOCK_SIZE,
@@ -662,16 +718,23 @@ def write_orc_with_metadata(
     bloom_filter_columns: list[int] | None = None,
     bloom_filter_fpp: float = 0.05,
 ) -> bytes:
-    """Write ``table`` as ORC with pyarrow into memory, then add user metadata to the footer.
+    """Write ``table`` as ORC into memory, then add user metadata to the footer.
 
-    ``items_fn(stripe_row_counts)`` receives the rows of each written stripe (file order) and
-    returns the metadata items (e.g. via :func:`hive_acid_metadata`); a plain mapping is also
-    accepted, and ``None`` writes no metadata. ``compression`` is one of pyarrow's names
-    (``zlib`` - Hive's default - ``zstd``, ``snappy``, ``lz4``, ``uncompressed``).
-    ``stripe_size`` is the writer's target, checked after each ``batch_size`` rows, so the
-    actual stripe boundaries are only known after writing. ``compression_block_size`` must be a
-    multiple of 64 KiB (ORC C++ writer restriction). File version ``0.12`` is what Hive writes
-    and reads.
+    ``orc_type`` is the file's type as Hive declares it (a struct of the columns); without it,
+    the one pyarrow writes for the Arrow schema. ``varchar(n)``/``char(n)`` columns are
+    declared as such (values must already fit, chars padded), and the calendar is marked
+    proleptic Gregorian. ``items_fn(stripe_row_counts)`` receives the rows of each written
+    stripe (file order) and returns the metadata items (e.g. via :func:`hive_acid_metadata`); a
+    plain mapping is also accepted, and ``None`` writes no metadata. ``compression`` is one of
+    pyarrow's names (``zlib`` - Hive's default - ``zstd``, ``snappy``, ``lz4``,
+    ``uncompressed``). ``stripe_size`` is the writer's target, checked after each
+    ``batch_size`` rows, so the actual stripe boundaries are only known after writing.
+    ``compression_block_size`` must be a multiple of 64 KiB (ORC C++ writer restriction). File
+    version ``0.12`` is what Hive writes and reads.
+
+    pyarrow writes most files. It splits a timestamp before 1970 with a fraction of a second
+    into negative nanoseconds, which Java ORC readers (Hive, Trino, Spark) refuse; a file
+    holding such a value is written through pyorc instead, from exact (seconds, nanos) pairs.
     """
     import pyarrow.orc as po
 
@@ -681,24 +744,209 @@ def write_orc_with_metadata(
 
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    sink = pa.BufferOutputStream()
-    po.write_table(
-        table, sink,
-        file_version=file_version, batch_size=batch_size, stripe_size=stripe_size,
-        compression=compression, compression_block_size=compression_block_size,
-        compression_strategy=compression_strategy, row_index_stride=row_index_stride,
-        padding_tolerance=padding_tolerance,
-        dictionary_key_size_threshold=dictionary_key_size_threshold,
-        bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp,
-    )
-    data = sink.getvalue()
-    if items_fn is None:
-        return data.to_pybytes()
+    if orc_type is None:
+        orc_type = HiveType.from_arrow(pa.struct(list(table.schema)))
+    if needs_exact_timestamps(table):
+        data: BytesLike = _write_pyorc(
+            table, orc_type, compression=compression, stripe_size=stripe_size,
+            compression_block_size=compression_block_size, row_index_stride=row_index_stride,
+            batch_size=batch_size, compression_strategy=compression_strategy,
+            dictionary_key_size_threshold=dictionary_key_size_threshold, padding_tolerance=padding_tolerance,
+            bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp)
+        string_types: dict[int, tuple[int, int]] = {}        # pyorc declares them itself
+    else:
+        sink = pa.BufferOutputStream()
+        po.write_table(
+            table, sink,
+            file_version=file_version, batch_size=batch_size, stripe_size=stripe_size,
+            compression=compression, compression_block_size=compression_block_size,
+            compression_strategy=compression_strategy, row_index_stride=row_index_stride,
+            padding_tolerance=padding_tolerance,
+            dictionary_key_size_threshold=dictionary_key_size_threshold,
+            bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp,
+        )
+        data = sink.getvalue()
+        string_types = {i: (KIND_VARCHAR if t.name == "varchar" else KIND_CHAR, t.params[0])
+                        for i, t in enumerate(orc_type.walk()) if t.name in ("varchar", "char")}
     if callable(items_fn):
         items = items_fn(stripe_row_counts(data))
     else:
         items = items_fn
-    return add_user_metadata(data, items)
+    return rewrite_footer(data, items, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+
+
+# -- timestamps pyarrow cannot write or read -------------------------------------------------
+
+_PER_SECOND = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _leaves(arr: pa.Array, path: str) -> Iterable[tuple[str, pa.Array]]:
+    """Every non-nested array inside ``arr`` with its dotted path (struct fields with the
+    parent's NULLs applied)."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        for field_, child in zip(t, arr.flatten()):
+            yield from _leaves(child, f"{path}.{field_.name}")
+    elif pa.types.is_map(t):
+        yield from _leaves(arr.keys, f"{path}.key")
+        yield from _leaves(arr.items, f"{path}.value")
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        yield from _leaves(arr.flatten(), f"{path}[]")
+    else:
+        yield path, arr
+
+
+def seconds_and_nanos(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(floor seconds, nanos 0..999999999, valid mask) of a timestamp array of any unit."""
+    per = _PER_SECOND[arr.type.unit]
+    v = np.asarray(pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    seconds, frac = np.divmod(v, per)
+    valid = np.ones(len(v), bool) if not arr.null_count else arr.is_valid().to_numpy(zero_copy_only=False)
+    return seconds, frac * (1_000_000_000 // per), valid
+
+
+def needs_exact_timestamps(table: pa.Table) -> bool:
+    """Does ``table`` hold a timestamp pyarrow's ORC writer would store wrongly (before 1970
+    with a fraction of a second)? A value no ORC reader can read back is refused: a fraction
+    of 1 ms or more within the last second before 1970 reads back one second later in every
+    Apache ORC reader (ORC-763), so it is not written at all."""
+    exact = False
+    for name, column in zip(table.column_names, table.columns):
+        for chunk in column.chunks:
+            for path, leaf in _leaves(chunk, name):
+                if not pa.types.is_timestamp(leaf.type) or not len(leaf):
+                    continue
+                seconds, nanos, valid = seconds_and_nanos(leaf)
+                bad = valid & (seconds == -1) & (nanos > 999_999)
+                if bad.any():
+                    i = int(np.argmax(bad))
+                    raise OrcFileError(
+                        f"column {path!r}: timestamp 1969-12-31 23:59:59.{nanos[i]:09d} cannot be stored in ORC: "
+                        "a time in the last second before 1970 with a fraction of 1 ms or more reads back one "
+                        "second later in every ORC reader (ORC-763)")
+                exact = exact or bool((valid & (seconds < 0) & (nanos != 0)).any())
+    return exact
+
+
+class _ExactTimestamps(pyorc.converters.ORCConverter):
+    """pyorc converter: timestamps travel as exact ``(seconds, nanos)`` pairs, seconds floored."""
+
+    @staticmethod
+    def from_orc(seconds: int, nanos: int, timezone: Any) -> tuple[int, int]:
+        return seconds, nanos
+
+    @staticmethod
+    def to_orc(obj: tuple[int, int], timezone: Any) -> tuple[int, int]:
+        return obj
+
+
+class _Days(pyorc.converters.ORCConverter):
+    """pyorc converter: dates travel as days since 1970-01-01."""
+
+    @staticmethod
+    def from_orc(days: int) -> int:
+        return days
+
+    @staticmethod
+    def to_orc(obj: int) -> int:
+        return obj
+
+
+EXACT_CONVERTERS = {pyorc.TypeKind.TIMESTAMP: _ExactTimestamps, pyorc.TypeKind.DATE: _Days}
+
+
+def _python_values(arr: pa.Array) -> list:
+    """``arr`` as the Python values pyorc writes: structs as tuples, maps as dicts,
+    timestamps as (seconds, nanos), dates as days."""
+    t = arr.type
+    valid = None if not arr.null_count else arr.is_valid().to_pylist()
+    if pa.types.is_timestamp(t):
+        seconds, nanos, _ = seconds_and_nanos(arr)
+        out: list = list(zip(seconds.tolist(), nanos.tolist()))
+    elif pa.types.is_date32(t):
+        out = pc.fill_null(arr.cast(pa.int32()), 0).to_pylist()
+    elif pa.types.is_struct(t):
+        out = list(zip(*(_python_values(arr.field(i)) for i in range(t.num_fields))))
+    elif pa.types.is_map(t):
+        keys, items, offsets = _python_values(arr.keys), _python_values(arr.items), arr.offsets.to_pylist()
+        base = offsets[0]
+        out = [dict(zip(keys[a - base:b - base], items[a - base:b - base])) for a, b in zip(offsets, offsets[1:])]
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        values, offsets = _python_values(arr.flatten()), arr.offsets.to_pylist()
+        base = offsets[0]
+        out = [values[a - base:b - base] for a, b in zip(offsets, offsets[1:])]
+    else:
+        return arr.to_pylist()
+    return out if valid is None else [v if ok else None for v, ok in zip(out, valid)]
+
+
+_PYORC_COMPRESSION = {"zlib": "ZLIB", "zstd": "ZSTD", "snappy": "SNAPPY", "lz4": "LZ4", "uncompressed": "NONE"}
+
+
+def _write_pyorc(table: pa.Table, orc_type: HiveType, *, compression: str, compression_strategy: str,
+                 bloom_filter_columns: list[int] | None, **options: Any) -> bytes:
+    """``table`` written by pyorc (the ORC C++ writer fed exact values), in memory."""
+    try:
+        kind = pyorc.CompressionKind[_PYORC_COMPRESSION[compression.lower()]]
+    except KeyError:
+        raise OrcFileError(f"unknown compression {compression!r}") from None
+    columns = [_python_values(c.combine_chunks()) for c in table.columns]
+    sink = io.BytesIO()
+    with pyorc.Writer(sink, str(orc_type), compression=kind,
+                      compression_strategy=pyorc.CompressionStrategy[compression_strategy.upper()],
+                      bloom_filter_columns=bloom_filter_columns or None, converters=EXACT_CONVERTERS,
+                      dict_key_size_threshold=options.pop("dictionary_key_size_threshold"), **options) as w:
+        w.writerows(zip(*columns))
+    return sink.getvalue()
+
+
+def read_exact_timestamps(source: Any, stripe: int, columns: list[str], types: Mapping[str, pa.DataType],
+                          *, exact: bool) -> dict[str, pa.Array]:
+    """Columns holding timestamps pyarrow cannot read (outside 1677-2262), decoded by pyorc.
+
+    ``columns`` are dotted paths (``row.ts``); ``types`` their Arrow types, whose timestamps
+    must be microseconds. Nanosecond digits are dropped, unless ``exact``: then a value that
+    has any is an error."""
+    reader = pyorc.Reader(source, column_names=tuple(columns), converters=EXACT_CONVERTERS,
+                          struct_repr=pyorc.StructRepr.DICT)
+    rows = list(reader.read_stripe(stripe))
+    out = {}
+    for path in columns:
+        values = [_dig(r, path) for r in rows]
+        out[path] = _arrow_values(values, types[path], path, exact)
+    return out
+
+
+def _dig(row: dict, path: str) -> Any:
+    for part in path.split("."):
+        if row is None:
+            return None
+        row = row[part]
+    return row
+
+
+def _arrow_values(values: list, t: pa.DataType, path: str, exact: bool) -> pa.Array:
+    """pyorc's Python values (as :data:`EXACT_CONVERTERS` give them) as an Arrow array."""
+    def convert(v: Any, t: pa.DataType) -> Any:
+        if v is None:
+            return None
+        if pa.types.is_timestamp(t):
+            seconds, nanos = v
+            if t.unit != "us":
+                raise OrcFileError(f"{path}: timestamps beyond 1677-2262 need unit 'us', not {t.unit!r}")
+            if exact and nanos % 1000:
+                raise OrcFileError(f"{path}: timestamp {seconds}s + {nanos}ns is outside 1677-2262 and has "
+                                   "nanosecond digits: no Arrow timestamp holds it exactly")
+            return seconds * 1_000_000 + nanos // 1000
+        if pa.types.is_struct(t):
+            return {t.field(i).name: convert(v[t.field(i).name], t.field(i).type) for i in range(t.num_fields)}
+        if pa.types.is_map(t):
+            return [(convert(k, t.key_type), convert(x, t.item_type)) for k, x in v.items()]
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return [convert(x, t.value_type) for x in v]
+        return v
+
+    return pa.array([convert(v, t) for v in values], type=t)
 
 
 def _values_at(values: Any, positions: list[int], what: str, expected_len: int) -> list[int]:

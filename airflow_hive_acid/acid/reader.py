@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.orc as po
 
-from . import bucket_codec
+from . import bucket_codec, orcfile
 from .errors import AcidError
 from .names import ACID_VERSION_FILE, parse_bucket_file
 from .schema import (
@@ -241,7 +241,7 @@ def check_row_fields(row_type: pa.StructType, columns: list[Column], path: str) 
 
 
 def _compatible(file_type: pa.DataType, table_type: pa.DataType) -> bool:
-    if file_type.equals(table_type):
+    if _with_timestamp_unit(file_type, "us").equals(table_type):     # pyarrow reads nanoseconds
         return True
     if pa.types.is_integer(file_type) and pa.types.is_integer(table_type):
         return file_type.bit_width <= table_type.bit_width     # Hive allows widening int types
@@ -254,12 +254,13 @@ def _compatible(file_type: pa.DataType, table_type: pa.DataType) -> bool:
     return False
 
 
-def _rows_as_table_columns(row: pa.StructArray, columns: list[Column]) -> list[pa.Array]:
+def _rows_as_table_columns(row: pa.StructArray, columns: list[Column], request: ReadRequest,
+                           path: str) -> list[pa.Array]:
     """The row struct's children in table order, nulls for columns a file predates."""
     names = {row.type.field(i).name.lower(): i for i in range(row.type.num_fields)}
     out = []
     for c in columns:
-        target = c.type.to_arrow()
+        target = c.type.to_arrow(request.timestamp_unit)
         i = names.get(c.name)
         if i is None:
             out.append(pa.nulls(len(row), target))
@@ -267,8 +268,94 @@ def _rows_as_table_columns(row: pa.StructArray, columns: list[Column]) -> list[p
         child = row.field(i)
         if row.null_count:
             child = pc.if_else(row.is_valid(), child, pa.scalar(None, child.type))
-        out.append(child if child.type.equals(target) else child.cast(target))
+        out.append(_as_type(child, target, request.exact, f"{path} column {c.name}"))
     return out
+
+
+def _as_type(arr: pa.Array, target: pa.DataType, exact: bool, what: str) -> pa.Array:
+    """``arr`` cast to the table's type. pyarrow reads timestamps as nanoseconds: going to
+    microseconds drops the nanosecond digits (floored), or, when ``exact``, refuses to."""
+    if arr.type.equals(target):
+        return arr
+    try:
+        return arr.cast(target)
+    except pa.ArrowInvalid as exc:
+        if exact or not _has_timestamp(target):
+            raise AcidReadError(f"{what}: cannot read {arr.type} as {target}: {exc}") from None
+    if pa.types.is_timestamp(arr.type):
+        arr = pc.floor_temporal(arr, unit="microsecond")
+    return arr.cast(target, safe=False)
+
+
+def _has_timestamp(t: pa.DataType) -> bool:
+    if pa.types.is_timestamp(t):
+        return True
+    return any(_has_timestamp(t.field(i).type) for i in range(t.num_fields))
+
+
+def _with_timestamp_unit(t: pa.DataType, unit: str) -> pa.DataType:
+    if pa.types.is_timestamp(t):
+        return pa.timestamp(unit)
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _with_timestamp_unit(f.type, unit)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_with_timestamp_unit(t.key_type, unit), _with_timestamp_unit(t.item_type, unit))
+    if pa.types.is_list(t):
+        return pa.list_(_with_timestamp_unit(t.value_type, unit))
+    return t
+
+
+class TimestampRangeError(AcidReadError):
+    """A file holds timestamps outside 1677-2262, which nanosecond Arrow timestamps cannot hold."""
+
+
+def read_stripe(fs: pafs.FileSystem, orc: po.ORCFile, f: DataFile, stripe: int, columns: list[str],
+                request: ReadRequest) -> pa.RecordBatch:
+    """One stripe's ``columns`` (top-level names or ``row.<name>``), as pyarrow reads them.
+
+    pyarrow refuses timestamps outside 1677-2262 (nanoseconds overflow); Hive allows years
+    0001-9999, so the columns holding them are decoded by pyorc, in microseconds."""
+    try:
+        return orc.read_stripe(stripe, columns=columns)
+    except pa.ArrowInvalid as exc:
+        if "out of range for nanosecond" not in str(exc):
+            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {stripe}): {exc}") from None
+        if request.timestamp_unit == "ns":
+            raise TimestampRangeError(f"{f.path}: {exc}") from None
+    except OSError as exc:
+        raise AcidReadError(f"corrupt ORC file {f.path} (stripe {stripe}): {exc}") from None
+
+    def file_type(path: str) -> pa.DataType:
+        top, _, inner = path.partition(".")
+        t = orc.schema.field(top).type
+        return t.field(inner).type if inner else t
+
+    slow = [c for c in columns if _has_timestamp(file_type(c))]
+    fast = [c for c in columns if c not in slow]
+    values: dict[str, pa.Array] = {}
+    if fast:
+        batch = orc.read_stripe(stripe, columns=fast)
+        for c in fast:
+            top, _, inner = c.partition(".")
+            col = batch.column(top)
+            values[c] = col.field(inner) if inner else col
+    try:
+        with fs.open_input_file(f.path) as source:
+            values.update(orcfile.read_exact_timestamps(
+                source, stripe, slow, {c: _with_timestamp_unit(file_type(c), "us") for c in slow},
+                exact=request.exact))
+    except orcfile.OrcFileError as exc:
+        raise AcidReadError(f"{f.path} (stripe {stripe}): {exc}") from None
+    # the batch pyarrow would have returned: nested picks gathered under their struct, in file order
+    out: dict[str, pa.Array] = {}
+    for top in dict.fromkeys(c.partition(".")[0] for c in columns):
+        if top in values:
+            out[top] = values[top]
+            continue
+        parent = orc.schema.field(top).type
+        names = [parent.field(i).name for i in range(parent.num_fields) if f"{top}.{parent.field(i).name}" in values]
+        out[top] = pa.StructArray.from_arrays([values[f"{top}.{n}"] for n in names], names=names)
+    return pa.RecordBatch.from_arrays(list(out.values()), names=list(out))
 
 
 @dataclass(frozen=True)
@@ -282,6 +369,10 @@ class ReadRequest:
     wanted: list[str] | None = None
     with_row_id: bool = False
     key_filter: tuple[str, pa.Array | np.ndarray] | None = None   # ndarray: sorted integers
+    # Timestamps come back in this unit; ``exact`` refuses to drop nanosecond digits on the way
+    # (the compactor's rewrite must not change a value; a Spark scan has microseconds anyway).
+    timestamp_unit: str = "us"
+    exact: bool = False
 
     def key_mask(self, batch: pa.RecordBatch) -> np.ndarray | None:
         if self.key_filter is None:
@@ -361,10 +452,7 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
     if f.check_validity:
         cols.append(CURRENT_TRANSACTION)
     for i in range(orc.nstripes):
-        try:
-            batch = orc.read_stripe(i, columns=cols)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
+        batch = read_stripe(fs, orc, f, i, cols, request)
         mask = None
         if f.check_validity:
             mask = valid_write_id_mask(batch.column(CURRENT_TRANSACTION).to_numpy(), snapshot)
@@ -377,9 +465,9 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
                 mask = ~gone if mask is None else mask & ~gone
         if ROW in batch.schema.names:
             row = batch.column(ROW)
-            values = _rows_as_table_columns(row, out_cols)
+            values = _rows_as_table_columns(row, out_cols, request, f.path)
         else:
-            values = [pa.nulls(batch.num_rows, c.type.to_arrow()) for c in out_cols]
+            values = [pa.nulls(batch.num_rows, c.type.to_arrow(request.timestamp_unit)) for c in out_cols]
         arrays, names = values, [c.name for c in out_cols]
         if request.with_row_id:
             arrays = arrays + [_row_id_struct(batch.column(ORIGINAL_TRANSACTION), batch.column(BUCKET),
@@ -410,22 +498,19 @@ def _plain_stripes(fs: pafs.FileSystem, f: DataFile, request: ReadRequest, out_c
         raise AcidReadError(f"{f.path} {acid_schema_error}")
     names = {n.lower(): n for n in schema.names}
     check_row_fields(pa.struct([schema.field(n) for n in schema.names]), request.columns, f.path)
-    wanted = [names[c.name] for c in out_cols if c.name in names]
+    wanted = [names[c.name] for c in out_cols if c.name in names] or list(schema.names)
     for i in range(orc.nstripes):
-        try:
-            batch = orc.read_stripe(i, columns=wanted or None)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise AcidReadError(f"corrupt ORC file {f.path} (stripe {i}): {exc}") from None
-        yield _project(batch, names, out_cols)
+        batch = read_stripe(fs, orc, f, i, wanted, request)
+        yield _project(batch, names, out_cols, request, f.path)
 
 
-def _project(batch: pa.RecordBatch, names: dict[str, str], out_cols: list[Column]) -> pa.RecordBatch:
+def _project(batch: pa.RecordBatch, names: dict[str, str], out_cols: list[Column], request: ReadRequest,
+             path: str) -> pa.RecordBatch:
     arrays = []
     for c in out_cols:
-        target = c.type.to_arrow()
+        target = c.type.to_arrow(request.timestamp_unit)
         if c.name in names:
-            col = batch.column(names[c.name])
-            arrays.append(col if col.type.equals(target) else col.cast(target))
+            arrays.append(_as_type(batch.column(names[c.name]), target, request.exact, f"{path} column {c.name}"))
         else:
             arrays.append(pa.nulls(batch.num_rows, target))
     return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in out_cols])

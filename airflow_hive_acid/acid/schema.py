@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .errors import AcidError
-from .types import Column
+from .types import Column, HiveType
 
 OPERATION = "operation"
 ORIGINAL_TRANSACTION = "originalTransaction"
@@ -30,11 +30,11 @@ class SchemaMismatchError(AcidError):
     """A data file or input whose schema does not match the table's."""
 
 
-def row_struct(columns: list[Column]) -> pa.StructType:
-    return pa.struct([pa.field(c.name, c.type.to_arrow()) for c in columns])
+def row_struct(columns: list[Column], timestamp_unit: str = "us") -> pa.StructType:
+    return pa.struct([pa.field(c.name, c.type.to_arrow(timestamp_unit)) for c in columns])
 
 
-def acid_schema(columns: list[Column]) -> pa.Schema:
+def acid_schema(columns: list[Column], timestamp_unit: str = "us") -> pa.Schema:
     """The ORC schema Hive writes for a full-ACID table with these columns."""
     return pa.schema([
         pa.field(OPERATION, pa.int32()),
@@ -42,8 +42,16 @@ def acid_schema(columns: list[Column]) -> pa.Schema:
         pa.field(BUCKET, pa.int32()),
         pa.field(ROW_ID, pa.int64()),
         pa.field(CURRENT_TRANSACTION, pa.int64()),
-        pa.field(ROW, row_struct(columns)),
+        pa.field(ROW, row_struct(columns, timestamp_unit)),
     ])
+
+
+def acid_hive_type(columns: list[Column]) -> HiveType:
+    """The event struct as an ORC/Hive type, with the columns' declared types (``varchar(n)``,
+    ``char(n)``), which the Arrow schema cannot carry."""
+    row = HiveType("struct", children=tuple(c.type for c in columns), field_names=tuple(c.name for c in columns))
+    ids = (HiveType("int"), HiveType("bigint"), HiveType("int"), HiveType("bigint"), HiveType("bigint"))
+    return HiveType("struct", children=ids + (row,), field_names=ACID_COLUMNS)
 
 
 def is_acid_schema(schema: pa.Schema) -> bool:

@@ -7,6 +7,7 @@ place that understands them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,25 +67,64 @@ class HiveType:
             return f"{self.name}({','.join(str(p) for p in self.params)})"
         return self.name
 
-    def to_arrow(self) -> pa.DataType:
-        """The Arrow type ``pyarrow.orc`` reads this Hive type as."""
+    def to_arrow(self, timestamp_unit: str = "us") -> pa.DataType:
+        """The Arrow type values of this Hive type travel as.
+
+        Timestamps are microseconds by default: Spark's unit, and the only one that spans
+        Hive's years 0001-9999 (nanoseconds in an int64 end at 1677 and 2262). The compactor
+        asks for ``"ns"`` to carry Hive-written nanosecond digits unchanged when they fit."""
         import pyarrow as pa  # imported here: the catalog and CLI parse types without Arrow
 
         n = self.name
         if n == "array":
-            return pa.list_(self.children[0].to_arrow())
+            return pa.list_(self.children[0].to_arrow(timestamp_unit))
         if n == "map":
-            return pa.map_(self.children[0].to_arrow(), self.children[1].to_arrow())
+            return pa.map_(self.children[0].to_arrow(timestamp_unit), self.children[1].to_arrow(timestamp_unit))
         if n == "struct":
-            return pa.struct([pa.field(f, t.to_arrow()) for f, t in zip(self.field_names, self.children)])
+            return pa.struct([pa.field(f, t.to_arrow(timestamp_unit))
+                              for f, t in zip(self.field_names, self.children)])
         if n == "decimal":
             return pa.decimal128(*self.params)
+        if n == "timestamp":
+            return pa.timestamp(timestamp_unit)
         return {
             "boolean": pa.bool_(), "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(),
             "bigint": pa.int64(), "float": pa.float32(), "double": pa.float64(), "string": pa.string(),
-            "varchar": pa.string(), "char": pa.string(), "date": pa.date32(),
-            "timestamp": pa.timestamp("ns"), "binary": pa.binary(),
+            "varchar": pa.string(), "char": pa.string(), "date": pa.date32(), "binary": pa.binary(),
         }[n]
+
+    def walk(self) -> Iterator[HiveType]:
+        """This type and every type nested in it, in ORC column-id order (pre-order: a struct,
+        then each field's subtree; a list, then its element; a map, then key and value)."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    @classmethod
+    def from_arrow(cls, t: pa.DataType) -> HiveType:
+        """The Hive type ``pyarrow.orc`` writes for an Arrow type (strings as ``string``)."""
+        import pyarrow as pa
+
+        if pa.types.is_struct(t):
+            return cls("struct", children=tuple(cls.from_arrow(t.field(i).type) for i in range(t.num_fields)),
+                       field_names=tuple(t.field(i).name for i in range(t.num_fields)))
+        if pa.types.is_map(t):
+            return cls("map", children=(cls.from_arrow(t.key_type), cls.from_arrow(t.item_type)))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return cls("array", children=(cls.from_arrow(t.value_type),))
+        if pa.types.is_decimal(t):
+            return cls("decimal", (t.precision, t.scale))
+        if pa.types.is_timestamp(t):
+            return cls("timestamp")
+        for name, check in (("boolean", pa.types.is_boolean), ("tinyint", pa.types.is_int8),
+                            ("smallint", pa.types.is_int16), ("int", pa.types.is_int32),
+                            ("bigint", pa.types.is_int64), ("float", pa.types.is_float32),
+                            ("double", pa.types.is_float64), ("date", pa.types.is_date32),
+                            ("string", pa.types.is_string), ("string", pa.types.is_large_string),
+                            ("binary", pa.types.is_binary), ("binary", pa.types.is_large_binary)):
+            if check(t):
+                return cls(name)
+        raise TypeParseError(f"no Hive type for Arrow type {t}")
 
 
 @dataclass(frozen=True)

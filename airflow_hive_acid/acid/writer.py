@@ -12,14 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from . import bucket_codec
 from .errors import AcidError
 from .fs import write_bytes
 from .orcfile import HIVE_DELTA_STRIPE_SIZE, hive_acid_metadata, hive_key_index, write_orc_with_metadata
-from .schema import DELETE_OPERATION, INSERT_OPERATION, acid_schema, row_struct
-from .types import Column
+from .schema import DELETE_OPERATION, INSERT_OPERATION, acid_hive_type, acid_schema, row_struct
+from .types import Column, HiveType
 
 DEFAULT_BASE_STRIPE_SIZE = 64 * 1024 * 1024
 
@@ -36,8 +37,9 @@ class WrittenFile:
 
 
 def conform_rows(rows: pa.Table | pa.RecordBatch, columns: list[Column]) -> list[pa.Array]:
-    """The table's columns from ``rows`` (by name, case-insensitive), cast to the table types;
-    a missing or extra column is an error naming it."""
+    """The table's columns from ``rows`` (by name, case-insensitive), cast to the table types and
+    conformed (:func:`conform_values`); a missing or extra column, or a value that does not
+    fit, is an error naming it."""
     names = {n.lower(): n for n in rows.schema.names}
     missing = [c.name for c in columns if c.name not in names]
     if missing:
@@ -56,8 +58,39 @@ def conform_rows(rows: pa.Table | pa.RecordBatch, columns: list[Column]) -> list
                 col = col.cast(target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise AcidWriteError(f"column {c.name!r}: cannot store {col.type} as {c.type}: {exc}") from None
-        out.append(col)
+        out.append(conform_values(col, c.type, c.name))
     return out
+
+
+def conform_values(arr: pa.Array, t: HiveType, name: str) -> pa.Array:
+    """Values as Hive stores them: ``varchar(n)``/``char(n)`` at most n characters, chars
+    padded with spaces to n (trailing spaces beyond n are dropped, as Spark does; any other
+    character beyond n is an error where Hive would cut silently), and no value under a NULL
+    struct (the ORC writer would count it in the column statistics)."""
+    if t.name in ("varchar", "char"):
+        n = t.params[0]
+        over = pc.greater(pc.utf8_length(arr), n)
+        if pc.any(over).as_py():
+            too_long = pc.and_(over, pc.greater(pc.utf8_length(pc.utf8_rtrim(arr, characters=" ")), n))
+            if pc.any(too_long).as_py():
+                value = arr.filter(pc.fill_null(too_long, False))[0].as_py()
+                raise AcidWriteError(f"column {name!r}: value {value[:60]!r}{'...' if len(value) > 60 else ''} "
+                                     f"has {len(value.rstrip(' '))} characters, more than {t}")
+            arr = pc.if_else(over, pc.utf8_slice_codeunits(arr, 0, n), arr)
+        return pc.utf8_rpad(arr, n, " ") if t.name == "char" else arr
+    if not any(x.name in ("varchar", "char", "struct") for x in t.walk()):
+        return arr
+    mask = pc.invert(arr.is_valid()) if arr.null_count else None
+    if t.name == "struct":
+        children = [conform_values(child, ct, f"{name}.{fn}")     # flatten(): NULL under a NULL struct
+                    for child, fn, ct in zip(arr.flatten(), t.field_names, t.children)]
+        return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=mask)
+    if t.name == "array":
+        values = conform_values(arr.values, t.children[0], f"{name}[]")
+        return pa.ListArray.from_arrays(arr.offsets, values, type=arr.type, mask=mask)
+    keys = conform_values(arr.keys, t.children[0], f"{name}.key")
+    items = conform_values(arr.items, t.children[1], f"{name}.value")
+    return pa.MapArray.from_arrays(arr.offsets, keys, items, type=arr.type, mask=mask)
 
 
 def insert_events(rows: pa.Table | pa.RecordBatch, columns: list[Column], write_id: int, bucket: int,
@@ -103,12 +136,13 @@ def delete_events(orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndar
 
 
 def compacted_events(operation: int, orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndarray,
-                     current_txn: np.ndarray, rows: list[pa.Array] | None, columns: list[Column]) -> pa.Table:
+                     current_txn: np.ndarray, rows: list[pa.Array] | None, columns: list[Column],
+                     timestamp_unit: str = "us") -> pa.Table:
     """Events that keep their ROW__IDs, as the compactor copies them (already sorted by the
-    caller): insert events with their row values, or delete events (``rows=None``) with a
-    NULL row of the table's row type."""
+    caller): insert events with their row values (timestamps in ``timestamp_unit``), or delete
+    events (``rows=None``) with a NULL row of the table's row type."""
     n = len(row_id)
-    rtype = row_struct(columns)
+    rtype = row_struct(columns, timestamp_unit)
     if rows is None:
         row = pa.array([None] * n, type=rtype) if n else pa.array([], type=rtype)
     else:
@@ -120,11 +154,13 @@ def compacted_events(operation: int, orig_txn: np.ndarray, bucket_prop: np.ndarr
         pa.array(np.asarray(row_id, dtype=np.int64)),
         pa.array(np.asarray(current_txn, dtype=np.int64)),
         row,
-    ], schema=acid_schema(columns))
+    ], schema=acid_schema(columns, timestamp_unit))
 
 
-def encode_acid_file(events: pa.Table, *, base: bool = False, compression: str = "zlib") -> bytes:
-    """ORC bytes of ACID events with Hive's footer metadata; deltas use Hive's smaller stripes."""
+def encode_acid_file(events: pa.Table, columns: list[Column], *, base: bool = False,
+                     compression: str = "zlib") -> bytes:
+    """ORC bytes of ACID events with Hive's footer metadata and the columns' declared types;
+    deltas use Hive's smaller stripes."""
     op = events.column(0).to_numpy()
     inserts = int(np.count_nonzero(op == INSERT_OPERATION))
     deletes = int(np.count_nonzero(op == DELETE_OPERATION))
@@ -133,13 +169,13 @@ def encode_acid_file(events: pa.Table, *, base: bool = False, compression: str =
     def items(stripes: list[int]) -> dict[str, str]:
         return hive_acid_metadata(hive_key_index(ot, bp, rid, stripes), inserts, 0, deletes)
 
-    return write_orc_with_metadata(events, items, compression=compression,
+    return write_orc_with_metadata(events, items, orc_type=acid_hive_type(columns), compression=compression,
                                    stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE)
 
 
-def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, *, base: bool = False,
-                    compression: str = "zlib") -> WrittenFile:
-    data = encode_acid_file(events, base=base, compression=compression)
+def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, columns: list[Column], *,
+                    base: bool = False, compression: str = "zlib") -> WrittenFile:
+    data = encode_acid_file(events, columns, base=base, compression=compression)
     write_bytes(fs, path, data)
     return WrittenFile(path, events.num_rows, len(data))
 
@@ -149,7 +185,8 @@ def write_plain_file(fs: pafs.FileSystem, path: str, rows: pa.Table, columns: li
     """An insert-only (MM) table's data file: the table columns, no ACID struct."""
     arrays = conform_rows(rows, columns)
     table = pa.Table.from_arrays(arrays, names=[c.name for c in columns])
-    data = write_orc_with_metadata(table, None, compression=compression)
+    orc_type = HiveType("struct", children=tuple(c.type for c in columns), field_names=tuple(c.name for c in columns))
+    data = write_orc_with_metadata(table, None, orc_type=orc_type, compression=compression)
     write_bytes(fs, path, data)
     return WrittenFile(path, table.num_rows, len(data))
 

@@ -42,6 +42,7 @@ from ..acid.reader import (
     BucketGroup,
     DataFile,
     ReadRequest,
+    TimestampRangeError,
     bucket_groups,
     check_acid_file,
     open_orc,
@@ -55,6 +56,7 @@ from ..acid.schema import (
     INSERT_OPERATION,
     ORIGINAL_TRANSACTION,
     ROW_ID,
+    row_id_type,
 )
 from ..acid.state import AcidDirectory, get_acid_state
 from ..acid.writeids import (
@@ -168,15 +170,22 @@ def _run_tasks(spark: SparkSession, table: Table, groups: list[BucketGroup], wl:
     return df.mapInArrow(work, _STATS).collect()
 
 
-def _read_rows(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list) -> pa.Table:
-    """Visible rows of a bucket group with their ROW__IDs, through the project's reader."""
-    request = ReadRequest(columns, None, True)
-    batches = list(read_bucket_group(fs, group, snap, request))
-    if not batches:
-        return pa.table({c.name: pa.array([], c.type.to_arrow()) for c in columns}).append_column(
-            ROW_ID_COLUMN, pa.array([], pa.struct([("writeId", pa.int64()), ("bucketId", pa.int32()),
-                                                    ("rowId", pa.int64())])))
-    return pa.Table.from_batches(batches)
+def _read_rows(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list) -> tuple[pa.Table, str]:
+    """Visible rows of a bucket group with their ROW__IDs, through the project's reader, and the
+    unit their timestamps are in: nanoseconds, so that Hive-written digits survive, unless a
+    file holds years beyond 1677-2262 (then microseconds, refusing to drop any digit)."""
+    for unit in ("ns", "us"):
+        request = ReadRequest(columns, None, True, timestamp_unit=unit, exact=True)
+        try:
+            batches = list(read_bucket_group(fs, group, snap, request))
+        except TimestampRangeError:
+            continue
+        if batches:
+            return pa.Table.from_batches(batches), unit
+        schema = pa.schema([pa.field(c.name, c.type.to_arrow(unit)) for c in columns]
+                           + [pa.field(ROW_ID_COLUMN, row_id_type())])
+        return schema.empty_table(), unit
+    raise AssertionError("microsecond reads never raise TimestampRangeError")
 
 
 def _sorted_order(ot: np.ndarray, bp: np.ndarray, rid: np.ndarray, cur: np.ndarray | None = None,
@@ -200,7 +209,7 @@ def _sorted_order(ot: np.ndarray, bp: np.ndarray, rid: np.ndarray, cur: np.ndarr
     return order
 
 
-def _insert_events_in_key_order(t: pa.Table, columns: list) -> pa.Table:
+def _insert_events_in_key_order(t: pa.Table, columns: list, timestamp_unit: str) -> pa.Table:
     """Rows read with their ROW__IDs -> insert events sorted by (originalTransaction, bucket,
     rowId), keeping every ROW__ID; an insert event's currentTransaction is its
     originalTransaction (ACID v2 split update)."""
@@ -214,26 +223,26 @@ def _insert_events_in_key_order(t: pa.Table, columns: list) -> pa.Table:
         idx = pa.array(order)
         ot, bp, rr = ot[order], bp[order], rr[order]
         cols = [c.take(idx) for c in cols]
-    return compacted_events(INSERT_OPERATION, ot, bp, rr, ot, cols, columns)
+    return compacted_events(INSERT_OPERATION, ot, bp, rr, ot, cols, columns, timestamp_unit)
 
 
 def _major_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list,
                   base_dir: str) -> list[dict]:
-    t = _read_rows(fs, group, snap, columns)
+    t, unit = _read_rows(fs, group, snap, columns)
     if not t.num_rows:
         return []
-    events = _insert_events_in_key_order(t, columns)
-    written = write_acid_file(fs, afs.join(base_dir, bucket_file_name(group.bucket)), events, base=True)
+    events = _insert_events_in_key_order(t, columns, unit)
+    written = write_acid_file(fs, afs.join(base_dir, bucket_file_name(group.bucket)), events, columns, base=True)
     return [{"dir": "base", "kind": "i", "rows": written.rows, "bytes": written.bytes}]
 
 
 def _minor_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list,
                   out_dir: str, outputs: dict[str, str]) -> list[dict]:
     out = []
-    rows = _read_rows(fs, replace(group, delete_files=[]), snap, columns)   # deletes are kept, not applied
+    rows, unit = _read_rows(fs, replace(group, delete_files=[]), snap, columns)   # deletes are kept, not applied
     if rows.num_rows:
-        events = _insert_events_in_key_order(rows, columns)
-        w = write_acid_file(fs, afs.join(out_dir, outputs["delta"], bucket_file_name(group.bucket)), events)
+        events = _insert_events_in_key_order(rows, columns, unit)
+        w = write_acid_file(fs, afs.join(out_dir, outputs["delta"], bucket_file_name(group.bucket)), events, columns)
         out.append({"dir": "delta", "kind": "i", "rows": w.rows, "bytes": w.bytes})
     parts = [delete_events_of(fs, f, snap, columns) for f in group.delete_files]
     if parts and sum(len(p[0]) for p in parts):
@@ -242,7 +251,8 @@ def _minor_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdLis
         if order is not None:
             ot, bp, rr, cur = ot[order], bp[order], rr[order], cur[order]
         events = compacted_events(DELETE_OPERATION, ot, bp, rr, cur, None, columns)
-        w = write_acid_file(fs, afs.join(out_dir, outputs["delete_delta"], bucket_file_name(group.bucket)), events)
+        w = write_acid_file(fs, afs.join(out_dir, outputs["delete_delta"], bucket_file_name(group.bucket)), events,
+                            columns)
         out.append({"dir": "delete_delta", "kind": "d", "rows": w.rows, "bytes": w.bytes})
     return out
 

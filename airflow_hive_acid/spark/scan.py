@@ -30,7 +30,7 @@ from ..acid.state import DirEntry, get_acid_state
 from ..acid.types import Column, parse_columns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from .protocol import SnapshotSpec, TableSpec
-from .types import ROW_ID_SPARK, spark_arrow_type, spark_type
+from .types import ROW_ID_SPARK, spark_type
 
 ALLOWED_PARTITION_TYPES = {"string", "varchar", "char", "tinyint", "smallint", "int", "bigint", "date", "boolean"}
 
@@ -126,7 +126,7 @@ def partition_values(table: Table, part: str) -> list[pa.Array | None]:
     out = []
     for c in table.partition_columns:
         raw = spec[c.name]
-        t = spark_arrow_type(c.type)
+        t = c.type.to_arrow()
         if raw == DEFAULT_PARTITION_NAME:
             out.append(pa.scalar(None, t))
         elif c.type.name == "boolean":
@@ -261,7 +261,7 @@ def _key_set(values: pa.Array) -> pa.Array | np.ndarray:
 def _arrow_of(f: T.StructField, t: Table) -> pa.DataType:
     if f.name == ROW_ID_COLUMN:
         return pa.struct([("writeId", pa.int64()), ("bucketId", pa.int32()), ("rowId", pa.int64())])
-    return spark_arrow_type(t.column(f.name).type)
+    return t.column(f.name).type.to_arrow()
 
 
 def _to_spark_batch(b: pa.RecordBatch, consts: list, fields: list[pa.Field], drop_first: bool) -> pa.RecordBatch:

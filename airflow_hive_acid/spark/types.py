@@ -1,8 +1,7 @@
-"""Hive types in Spark: the Spark type of a column, the Arrow type Spark exchanges for it, and
-which Spark types a column may be assigned from."""
+"""Hive types in Spark: the Spark type of a column and which Spark types a column may be
+assigned from. (The Arrow type Spark exchanges for a column is ``HiveType.to_arrow()``.)"""
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql import types as T
 
 from ..acid.types import Column, HiveType
@@ -30,19 +29,6 @@ def spark_type(t: HiveType) -> T.DataType:
 
 def spark_schema(columns: list[Column]) -> T.StructType:
     return T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in columns])
-
-
-def spark_arrow_type(t: HiveType) -> pa.DataType:
-    """The Arrow type Spark sends and expects for a column of this Hive type."""
-    if t.name == "timestamp":
-        return pa.timestamp("us")
-    if t.name == "array":
-        return pa.list_(spark_arrow_type(t.children[0]))
-    if t.name == "map":
-        return pa.map_(spark_arrow_type(t.children[0]), spark_arrow_type(t.children[1]))
-    if t.name == "struct":
-        return pa.struct([pa.field(n, spark_arrow_type(c)) for n, c in zip(t.field_names, t.children)])
-    return t.to_arrow()
 
 
 ROW_ID_SPARK = T.StructType([T.StructField("writeId", T.LongType()), T.StructField("bucketId", T.IntegerType()),
