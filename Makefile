@@ -10,6 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m compileall -q airflow_hive_acid   # compiled once, not at every job start
 	touch $(STAMP)
 
 demo: $(STAMP)

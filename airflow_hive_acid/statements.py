@@ -41,7 +41,8 @@ def table_spec(info: TableInfo) -> TableSpec:
     return TableSpec(name=info.qualified_name, location=info.location, columns=format_columns(info.columns),
                      partition_columns=format_columns(info.partition_columns),
                      bucket_columns=tuple(info.bucket_columns), num_buckets=info.num_buckets,
-                     bucketing_version=info.bucketing_version, insert_only=info.is_insert_only)
+                     bucketing_version=info.bucketing_version, insert_only=info.is_insert_only,
+                     compression=info.compression)
 
 
 def writes_from_manifest(info: TableInfo, write_id: int, manifest: Manifest) -> list[WriteStat]:
@@ -83,7 +84,7 @@ class StatementResult:
                 "rows_inserted": m.rows_inserted, "rows_updated": m.rows_updated, "rows_deleted": m.rows_deleted,
                 "files": m.files_written, "bytes": m.bytes_written,
                 "partitions": [p.partition for p in m.partitions], "spark_app_id": m.spark_app_id,
-                "job_seconds": round(m.seconds, 3), "snapshot": self.snapshot}
+                "job_seconds": round(m.seconds, 3), "stages": m.stages, "snapshot": self.snapshot}
 
 
 class StatementRunner:
@@ -123,12 +124,15 @@ class StatementRunner:
             write_id = self.ms.txns.allocate_write_id(txn_id, info.qualified_name)
         manifest: Manifest | None = None
         try:
-            stmt = self.ms.txns.statement_id(txn_id, info.qualified_name, statement_key)
+            ids = self.ms.txns.statement_ids(txn_id, info.qualified_name, statement_key,
+                                             _statement_count(job, info, args))
+            stmt = ids[0]
             self._lock(txn_id, info, job, args)
             snap = self.ms.txns.snapshot(info.qualified_name, txn_id=txn_id)
             spec = JobSpec(job=job, table=table_spec(info),
                            snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
-                           manifest_path="", txn_id=txn_id, write_id=write_id, statement_id=stmt, args=args)
+                           manifest_path="", txn_id=txn_id, write_id=write_id, statement_id=stmt, args=args,
+                           extra_statement_ids=tuple(ids[1:]))
             manifest = self._submit(spec, txn_id)
             writes = writes_from_manifest(info, write_id, manifest)
             if own:
@@ -200,6 +204,17 @@ class StatementRunner:
             raise
         finally:
             self.own_txn = None
+
+
+# An INSERT into a bucketed table lets every writer task write its own delta, each under its own
+# statement id (no shuffle): this many ids are kept for it, so at most this many tasks write.
+LOAD_STATEMENT_IDS = 64
+
+
+def _statement_count(job: str, info: TableInfo, args: dict[str, Any]) -> int:
+    if job == "insert" and info.num_buckets and not args.get("overwrite"):
+        return LOAD_STATEMENT_IDS
+    return 1
 
 
 def _as_of(wl: ValidWriteIdList, write_id: int) -> ValidWriteIdList:

@@ -706,73 +706,112 @@ def write_orc_with_metadata(
     items_fn: ItemsFn | Mapping[str, bytes | str] | None,
     *,
     orc_type: HiveType | None = None,
-    compression: str = "zlib",
-    stripe_size: int = DEFAULT_STRIPE_SIZE,
-    compression_block_size: int = DEFAULT_COMPRESSION_BLOCK_SIZE,
-    row_index_stride: int = DEFAULT_ROW_INDEX_STRIDE,
-    batch_size: int = 1024,
-    file_version: str = "0.12",
-    compression_strategy: str = "speed",
-    dictionary_key_size_threshold: float = 0.0,
-    padding_tolerance: float = 0.0,
-    bloom_filter_columns: list[int] | None = None,
-    bloom_filter_fpp: float = 0.05,
+    **options: Any,
 ) -> bytes:
-    """Write ``table`` as ORC into memory, then add user metadata to the footer.
+    """Write ``table`` as ORC into memory, then add user metadata to the footer: an
+    :class:`OrcStreamWriter` given one batch (see it for ``orc_type`` and ``options``).
 
-    ``orc_type`` is the file's type as Hive declares it (a struct of the columns); without it,
-    the one pyarrow writes for the Arrow schema. ``varchar(n)``/``char(n)`` columns are
-    declared as such (values must already fit, chars padded), and the calendar is marked
-    proleptic Gregorian. ``items_fn(stripe_row_counts)`` receives the rows of each written
-    stripe (file order) and returns the metadata items (e.g. via :func:`hive_acid_metadata`); a
-    plain mapping is also accepted, and ``None`` writes no metadata. ``compression`` is one of
-    pyarrow's names (``zlib`` - Hive's default - ``zstd``, ``snappy``, ``lz4``,
-    ``uncompressed``). ``stripe_size`` is the writer's target, checked after each
-    ``batch_size`` rows, so the actual stripe boundaries are only known after writing.
-    ``compression_block_size`` must be a multiple of 64 KiB (ORC C++ writer restriction). File
-    version ``0.12`` is what Hive writes and reads.
-
-    pyarrow writes most files. It splits a timestamp before 1970 with a fraction of a second
-    into negative nanoseconds, which Java ORC readers (Hive, Trino, Spark) refuse; a file
-    holding such a value is written through pyorc instead, from exact (seconds, nanos) pairs.
+    ``items_fn(stripe_row_counts)`` receives the rows of each written stripe (file order) and
+    returns the metadata items (e.g. via :func:`hive_acid_metadata`); a plain mapping is also
+    accepted, and ``None`` writes no metadata.
     """
-    import pyarrow.orc as po
-
-    if compression_block_size <= 0 or compression_block_size % MIN_COMPRESSION_BLOCK_SIZE:
-        raise OrcFileError(f"compression_block_size {compression_block_size} is not a positive "
-                           f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
-
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    if orc_type is None:
-        orc_type = HiveType.from_arrow(pa.struct(list(table.schema)))
-    if needs_exact_timestamps(table):
-        data: BytesLike = _write_pyorc(
-            table, orc_type, compression=compression, stripe_size=stripe_size,
-            compression_block_size=compression_block_size, row_index_stride=row_index_stride,
-            batch_size=batch_size, compression_strategy=compression_strategy,
-            dictionary_key_size_threshold=dictionary_key_size_threshold, padding_tolerance=padding_tolerance,
-            bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp)
-        string_types: dict[int, tuple[int, int]] = {}        # pyorc declares them itself
-    else:
-        sink = pa.BufferOutputStream()
-        po.write_table(
-            table, sink,
-            file_version=file_version, batch_size=batch_size, stripe_size=stripe_size,
-            compression=compression, compression_block_size=compression_block_size,
-            compression_strategy=compression_strategy, row_index_stride=row_index_stride,
-            padding_tolerance=padding_tolerance,
+    writer = OrcStreamWriter(orc_type or HiveType.from_arrow(pa.struct(list(table.schema))), **options)
+    writer.write(table)
+    return writer.finish(items_fn)
+
+
+class OrcStreamWriter:
+    """One ORC file written into memory batch by batch, finished with footer metadata.
+
+    ``orc_type`` is the file's type as Hive declares it (a struct of the columns):
+    ``varchar(n)``/``char(n)`` columns are declared as such (values must already fit, chars
+    padded), and the calendar is marked proleptic Gregorian. ``compression`` is one of pyarrow's
+    names (``zlib`` - Hive's default - ``zstd``, ``snappy``, ``lz4``, ``uncompressed``).
+    ``stripe_size`` is the writer's target, checked after each ``batch_size`` rows, so the
+    actual stripe boundaries are only known after writing. ``compression_block_size`` must be a
+    multiple of 64 KiB (ORC C++ writer restriction). File version ``0.12`` is what Hive writes
+    and reads.
+
+    pyarrow writes most files. It splits a timestamp before 1970 with a fraction of a second
+    into negative nanoseconds, which Java ORC readers (Hive, Trino, Spark) refuse; from the
+    first batch holding such a value on, the file is written through pyorc from exact
+    (seconds, nanos) pairs, what pyarrow had written so far read back and written again.
+    """
+
+    def __init__(self, orc_type: HiveType, *, compression: str = "zlib", stripe_size: int = DEFAULT_STRIPE_SIZE,
+                 compression_block_size: int = DEFAULT_COMPRESSION_BLOCK_SIZE,
+                 row_index_stride: int = DEFAULT_ROW_INDEX_STRIDE, batch_size: int = 1024,
+                 file_version: str = "0.12", compression_strategy: str = "speed",
+                 dictionary_key_size_threshold: float = 0.0, padding_tolerance: float = 0.0,
+                 bloom_filter_columns: list[int] | None = None, bloom_filter_fpp: float = 0.05) -> None:
+        if compression_block_size <= 0 or compression_block_size % MIN_COMPRESSION_BLOCK_SIZE:
+            raise OrcFileError(f"compression_block_size {compression_block_size} is not a positive "
+                               f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
+        self.orc_type = orc_type
+        self.rows = 0
+        self._options = dict(
+            batch_size=batch_size, stripe_size=stripe_size, compression=compression,
+            compression_block_size=compression_block_size, compression_strategy=compression_strategy,
+            row_index_stride=row_index_stride, padding_tolerance=padding_tolerance,
             dictionary_key_size_threshold=dictionary_key_size_threshold,
-            bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp,
-        )
-        data = sink.getvalue()
-        string_types = {i: (KIND_VARCHAR if t.name == "varchar" else KIND_CHAR, t.params[0])
-                        for i, t in enumerate(orc_type.walk()) if t.name in ("varchar", "char")}
-    if callable(items_fn):
-        items = items_fn(stripe_row_counts(data))
-    else:
-        items = items_fn
-    return rewrite_footer(data, items, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+            bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp)
+        self._file_version = file_version
+        self._sink = pa.BufferOutputStream()
+        self._arrow: Any = None                     # pyarrow.orc.ORCWriter while pyarrow writes
+        self._exact: tuple[Any, io.BytesIO] | None = None   # (pyorc.Writer, its sink) once it does
+
+    def write(self, table: pa.Table | pa.RecordBatch) -> None:
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        if self._exact is None and needs_exact_timestamps(table):
+            self._switch_to_pyorc()
+        if self._exact is not None:
+            self._exact[0].writerows(zip(*(_python_values(c.combine_chunks()) for c in table.columns)))
+        else:
+            if self._arrow is None:
+                import pyarrow.orc as po
+                self._arrow = po.ORCWriter(self._sink, file_version=self._file_version, **self._options)
+            self._arrow.write(table)
+        self.rows += table.num_rows
+
+    def _switch_to_pyorc(self) -> None:
+        o = self._options
+        try:
+            kind = pyorc.CompressionKind[_PYORC_COMPRESSION[o["compression"].lower()]]
+        except KeyError:
+            raise OrcFileError(f"unknown compression {o['compression']!r}") from None
+        sink = io.BytesIO()
+        writer = pyorc.Writer(
+            sink, str(self.orc_type), compression=kind, batch_size=o["batch_size"], stripe_size=o["stripe_size"],
+            compression_block_size=o["compression_block_size"],
+            compression_strategy=pyorc.CompressionStrategy[o["compression_strategy"].upper()],
+            row_index_stride=o["row_index_stride"], padding_tolerance=o["padding_tolerance"],
+            dict_key_size_threshold=o["dictionary_key_size_threshold"],
+            bloom_filter_columns=o["bloom_filter_columns"] or None, bloom_filter_fpp=o["bloom_filter_fpp"],
+            converters=EXACT_CONVERTERS)
+        if self._arrow is not None:                 # what pyarrow wrote so far, read back exactly
+            self._arrow.close()
+            self._arrow = None
+            writer.writerows(pyorc.Reader(io.BytesIO(self._sink.getvalue().to_pybytes()), converters=EXACT_CONVERTERS))
+        self._exact = (writer, sink)
+
+    def finish(self, items_fn: ItemsFn | Mapping[str, bytes | str] | None) -> bytes:
+        """The finished file's bytes; ``items_fn`` as for :func:`write_orc_with_metadata`."""
+        if self._exact is not None:
+            self._exact[0].close()
+            data: BytesLike = self._exact[1].getvalue()
+            string_types: dict[int, tuple[int, int]] = {}      # pyorc declares them itself
+        else:
+            if self._arrow is None:
+                raise OrcFileError("an ORC file needs at least one write() (possibly of zero rows)")
+            self._arrow.close()
+            data = self._sink.getvalue()
+            string_types = {i: (KIND_VARCHAR if t.name == "varchar" else KIND_CHAR, t.params[0])
+                            for i, t in enumerate(self.orc_type.walk()) if t.name in ("varchar", "char")}
+        items = items_fn(stripe_row_counts(data)) if callable(items_fn) else items_fn
+        return rewrite_footer(data, items, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
 
 
 # -- timestamps pyarrow cannot write or read -------------------------------------------------
@@ -881,23 +920,6 @@ def _python_values(arr: pa.Array) -> list:
 
 
 _PYORC_COMPRESSION = {"zlib": "ZLIB", "zstd": "ZSTD", "snappy": "SNAPPY", "lz4": "LZ4", "uncompressed": "NONE"}
-
-
-def _write_pyorc(table: pa.Table, orc_type: HiveType, *, compression: str, compression_strategy: str,
-                 bloom_filter_columns: list[int] | None, **options: Any) -> bytes:
-    """``table`` written by pyorc (the ORC C++ writer fed exact values), in memory."""
-    try:
-        kind = pyorc.CompressionKind[_PYORC_COMPRESSION[compression.lower()]]
-    except KeyError:
-        raise OrcFileError(f"unknown compression {compression!r}") from None
-    columns = [_python_values(c.combine_chunks()) for c in table.columns]
-    sink = io.BytesIO()
-    with pyorc.Writer(sink, str(orc_type), compression=kind,
-                      compression_strategy=pyorc.CompressionStrategy[compression_strategy.upper()],
-                      bloom_filter_columns=bloom_filter_columns or None, converters=EXACT_CONVERTERS,
-                      dict_key_size_threshold=options.pop("dictionary_key_size_threshold"), **options) as w:
-        w.writerows(zip(*columns))
-    return sink.getvalue()
 
 
 def read_exact_timestamps(source: Any, stripe: int, columns: list[str], types: Mapping[str, pa.DataType],

@@ -16,13 +16,21 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from . import bucket_codec
+from .compression import DEFAULT_TABLE_COMPRESSION, TABLE_COMPRESSIONS
 from .errors import AcidError
 from .fs import write_bytes
-from .orcfile import HIVE_DELTA_STRIPE_SIZE, hive_acid_metadata, hive_key_index, write_orc_with_metadata
+from .orcfile import (
+    HIVE_DELTA_STRIPE_SIZE,
+    OrcStreamWriter,
+    hive_acid_metadata,
+    hive_key_index,
+    write_orc_with_metadata,
+)
 from .schema import DELETE_OPERATION, INSERT_OPERATION, acid_hive_type, acid_schema, row_struct
 from .types import Column, HiveType
 
 DEFAULT_BASE_STRIPE_SIZE = 64 * 1024 * 1024
+DEFAULT_CODEC = TABLE_COMPRESSIONS[DEFAULT_TABLE_COMPRESSION]
 
 
 class AcidWriteError(AcidError):
@@ -94,9 +102,9 @@ def conform_values(arr: pa.Array, t: HiveType, name: str) -> pa.Array:
 
 
 def insert_events(rows: pa.Table | pa.RecordBatch, columns: list[Column], write_id: int, bucket: int,
-                  statement_id: int) -> pa.Table:
+                  statement_id: int, first_row_id: int = 0) -> pa.Table:
     """Insert events for ``rows`` (in this order): operation 0, ROW__ID (write id, bucket
-    property, 0..n-1), currentTransaction = write id."""
+    property, first_row_id, first_row_id + 1, ...), currentTransaction = write id."""
     n = rows.num_rows
     prop = bucket_codec.encode_v1(bucket, statement_id)
     row = pa.StructArray.from_arrays(conform_rows(rows, columns), fields=list(row_struct(columns)))
@@ -104,7 +112,7 @@ def insert_events(rows: pa.Table | pa.RecordBatch, columns: list[Column], write_
         pa.array(np.full(n, INSERT_OPERATION, dtype=np.int32)),
         pa.array(np.full(n, write_id, dtype=np.int64)),
         pa.array(np.full(n, prop, dtype=np.int32)),
-        pa.array(np.arange(n, dtype=np.int64)),
+        pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64)),
         pa.array(np.full(n, write_id, dtype=np.int64)),
         row,
     ], schema=acid_schema(columns))
@@ -158,7 +166,7 @@ def compacted_events(operation: int, orig_txn: np.ndarray, bucket_prop: np.ndarr
 
 
 def encode_acid_file(events: pa.Table, columns: list[Column], *, base: bool = False,
-                     compression: str = "zlib") -> bytes:
+                     compression: str = DEFAULT_CODEC) -> bytes:
     """ORC bytes of ACID events with Hive's footer metadata and the columns' declared types;
     deltas use Hive's smaller stripes."""
     op = events.column(0).to_numpy()
@@ -174,21 +182,64 @@ def encode_acid_file(events: pa.Table, columns: list[Column], *, base: bool = Fa
 
 
 def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, columns: list[Column], *,
-                    base: bool = False, compression: str = "zlib") -> WrittenFile:
+                    base: bool = False, compression: str = DEFAULT_CODEC) -> WrittenFile:
     data = encode_acid_file(events, columns, base=base, compression=compression)
     write_bytes(fs, path, data)
     return WrittenFile(path, events.num_rows, len(data))
 
 
+class InsertFile:
+    """One file of inserted rows, written as they arrive: the insert events of one bucket of a
+    full-ACID statement (ROW__IDs counting on across batches), or, for an insert-only table,
+    the plain table columns. :meth:`close` adds Hive's footer metadata and stores the file."""
+
+    def __init__(self, columns: list[Column], write_id: int, bucket: int, statement_id: int, *,
+                 base: bool = False, insert_only: bool = False, compression: str = DEFAULT_CODEC):
+        statement_bucket_ok(bucket)
+        self.columns, self.write_id, self.bucket, self.statement_id = columns, write_id, bucket, statement_id
+        self.insert_only = insert_only
+        if insert_only:
+            orc_type = HiveType("struct", children=tuple(c.type for c in columns),
+                                field_names=tuple(c.name for c in columns))
+        else:
+            orc_type = acid_hive_type(columns)
+        self._orc = OrcStreamWriter(orc_type, compression=compression,
+                                    stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE)
+
+    @property
+    def rows(self) -> int:
+        return self._orc.rows
+
+    def write(self, rows: pa.Table | pa.RecordBatch) -> None:
+        if self.insert_only:
+            names = [c.name for c in self.columns]
+            self._orc.write(pa.Table.from_arrays(conform_rows(rows, self.columns), names=names))
+        else:
+            self._orc.write(insert_events(rows, self.columns, self.write_id, self.bucket, self.statement_id,
+                                          first_row_id=self._orc.rows))
+
+    def close(self, fs: pafs.FileSystem, path: str) -> WrittenFile:
+        n = self._orc.rows
+        if self.insert_only:
+            data = self._orc.finish(None)
+        else:
+            prop = bucket_codec.encode_v1(self.bucket, self.statement_id)
+
+            def items(stripes: list[int]) -> dict[str, str]:     # the last ROW__ID of each stripe
+                ends = np.cumsum(stripes) - 1
+                return hive_acid_metadata("".join(f"{self.write_id},{prop},{e};" for e in ends), n)
+
+            data = self._orc.finish(items)
+        write_bytes(fs, path, data)
+        return WrittenFile(path, n, len(data))
+
+
 def write_plain_file(fs: pafs.FileSystem, path: str, rows: pa.Table, columns: list[Column],
-                     compression: str = "zlib") -> WrittenFile:
+                     compression: str = DEFAULT_CODEC) -> WrittenFile:
     """An insert-only (MM) table's data file: the table columns, no ACID struct."""
-    arrays = conform_rows(rows, columns)
-    table = pa.Table.from_arrays(arrays, names=[c.name for c in columns])
-    orc_type = HiveType("struct", children=tuple(c.type for c in columns), field_names=tuple(c.name for c in columns))
-    data = write_orc_with_metadata(table, None, orc_type=orc_type, compression=compression)
-    write_bytes(fs, path, data)
-    return WrittenFile(path, table.num_rows, len(data))
+    f = InsertFile(columns, 0, 0, 0, insert_only=True, compression=compression)
+    f.write(rows)
+    return f.close(fs, path)
 
 
 def statement_bucket_ok(bucket: int) -> None:

@@ -19,6 +19,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from ..spark.launcher import (
     FAST_START_CONF,
+    FastJvm,
     JobFailed,
     collect_manifest,
     env_conf,
@@ -112,9 +113,10 @@ class AcidSparkHook(BaseHook):
             raise JobFailed(f"{spec.job} job not started: the task is being killed")
         env = {"SPARK_HOME": spark_home(), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
+        jvm = FastJvm(self._deploy_mode)
         submit = _JobSubmit(
             fallback_master=self.fallback_master, conn_id=self.conn_id,
-            conf={**FAST_START_CONF, **env_conf(), **self.conf}, name=f"hive-acid-{spec.job}",
+            conf=jvm.conf({**FAST_START_CONF, **env_conf(), **self.conf}), name=f"hive-acid-{spec.job}",
             application_args=["--spec", spec_path], env_vars=env, spark_binary=spark_submit_binary(),
             verbose=self.verbose, **{k: v for k, v in self.resources.items() if v is not None})
         with self._lock:
@@ -128,6 +130,7 @@ class AcidSparkHook(BaseHook):
         finally:
             with self._lock:
                 self._current = None
+            jvm.finish()
         if self.killed:
             raise JobFailed(f"{spec.job} job killed")
         return collect_manifest(spec, rc, submit.output_tail)
@@ -139,6 +142,13 @@ class AcidSparkHook(BaseHook):
             current = self._current
         if current is not None:
             current.on_kill()
+
+    @cached_property
+    def _deploy_mode(self) -> str | None:
+        """The connection's deploy mode (its ``deploy-mode`` extra), None without a connection."""
+        if self.fallback_master is not None:
+            return None
+        return self.get_connection(self.conn_id).extra_dejson.get("deploy-mode")
 
     def get_conn(self) -> None:  # a hook must have one; there is no long-lived connection here
         return None

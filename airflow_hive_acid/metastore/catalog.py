@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
+from ..acid.compression import ORC_COMPRESS_PROPERTY, table_compression
 from ..acid.errors import AcidError
 from ..acid.partitions import make_part_name, parse_part_name, parse_spec_text
 from ..acid.types import Column, format_columns, parse_columns, validate_identifier
@@ -55,6 +56,11 @@ def validate_properties(props: dict[str, str]) -> dict[str, str]:
             raise InvalidInputError(f"transactional_properties must be 'default' or 'insert_only', got {v!r}")
         if k == "bucketing_version" and v not in ("1", "2"):
             raise InvalidInputError(f"bucketing_version must be 1 or 2, got {v!r}")
+        if k == ORC_COMPRESS_PROPERTY:
+            try:
+                table_compression({k: v})
+            except AcidError as exc:
+                raise InvalidInputError(str(exc)) from None
         if k == "no_auto_compaction" and v.lower() not in ("true", "false"):
             raise InvalidInputError(f"no_auto_compaction must be true or false, got {v!r}")
         if k.startswith("compactorthreshold."):

@@ -5,6 +5,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..acid.compression import table_compression
 from ..acid.types import Column, format_columns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 
@@ -124,6 +125,11 @@ class TableInfo:
     @property
     def bucketing_version(self) -> int:
         return int(self.properties.get("bucketing_version", "2"))
+
+    @property
+    def compression(self) -> str:
+        """The codec its ORC files are written with (``orc.compress``, as pyarrow names it)."""
+        return table_compression(self.properties)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
+from ..acid.bucket_codec import MAX_STATEMENT_ID
 from ..acid.writeids import LONG_MAX, ValidTxnList, ValidWriteIdList
 from .catalog import Catalog, split_name
 from .config import MetastoreConfig
@@ -48,6 +49,7 @@ from .schema import (
 REASON_TIMED_OUT = "timed out"
 REASON_WRITE_CONFLICT = "write conflict"
 REASON_USER = "aborted by user"
+RESERVED_KEY_SEP = "\x1f"      # txn_statements keys of the extra ids a statement reserved
 
 _SEL_TXN = select(txns.c.txn_state, txns.c.txn_last_heartbeat, txns.c.txn_meta_info, txns.c.txn_type).where(
     txns.c.txn_id == bindparam("b_txn"))
@@ -370,24 +372,41 @@ class TxnManager:
     def statement_id(self, txn_id: int, table: str, key: str = "default") -> int:
         """The statement id for ``key`` (e.g. an Airflow task id) in this txn and table: 0, 1, ...
         in order of first request, the same id again for the same key (a retried task)."""
-        db, tbl = split_name(table)
-        if not key or len(key) > 256:
-            raise InvalidInputError("a statement key must be 1..256 characters")
+        return self.statement_ids(txn_id, table, key)[0]
 
-        def run(conn: Connection) -> int:
+    def statement_ids(self, txn_id: int, table: str, key: str = "default", count: int = 1) -> list[int]:
+        """The statement id for ``key`` (as :meth:`statement_id`) and ``count - 1`` more, for a
+        statement whose writer tasks each write their own delta (Hive allows several statements
+        per write id); the same ids again for the same key. The extra ids are taken from the top
+        of the range down (rows keyed ``<key>\x1f<i>``), so statements keep counting 0, 1, ..."""
+        db, tbl = split_name(table)
+        if not key or len(key) > 240 or RESERVED_KEY_SEP in key:
+            raise InvalidInputError("a statement key must be 1..240 characters, without \\x1f")
+        if not 1 <= count <= MAX_STATEMENT_ID + 1:
+            raise InvalidInputError(f"statement id count {count} is outside 1..{MAX_STATEMENT_ID + 1}")
+
+        def run(conn: Connection) -> list[int]:
             self._check_open(conn, txn_id, lock_row=True)   # serialises statements of this txn
             self._write_id_for(conn, txn_id, db, tbl)
-            have = conn.execute(select(txn_statements.c.ts_stmt_id).where(
+            rows = conn.execute(select(txn_statements.c.ts_key, txn_statements.c.ts_stmt_id).where(
                 txn_statements.c.ts_txnid == txn_id, txn_statements.c.ts_database == db,
-                txn_statements.c.ts_table == tbl, txn_statements.c.ts_key == key)).scalar()
-            if have is not None:
-                return have
-            nxt = conn.execute(select(func.count()).select_from(txn_statements).where(
-                txn_statements.c.ts_txnid == txn_id, txn_statements.c.ts_database == db,
-                txn_statements.c.ts_table == tbl)).scalar_one()
-            conn.execute(insert(txn_statements).values(ts_txnid=txn_id, ts_database=db, ts_table=tbl,
-                                                       ts_key=key, ts_stmt_id=nxt))
-            return nxt
+                txn_statements.c.ts_table == tbl)).all()
+            primary = {k: sid for k, sid in rows if RESERVED_KEY_SEP not in k}
+            extra = {k: sid for k, sid in rows if RESERVED_KEY_SEP in k}
+            if key in primary:
+                mine = sorted((int(k.rsplit(RESERVED_KEY_SEP, 1)[1]), sid) for k, sid in extra.items()
+                              if k.rsplit(RESERVED_KEY_SEP, 1)[0] == key)
+                return [primary[key]] + [sid for _, sid in mine]
+            first, top = len(primary), MAX_STATEMENT_ID - len(extra)
+            if first > top - (count - 1):
+                raise InvalidInputError(f"txn {txn_id} has no {count} statement ids left for {table} "
+                                        f"({len(rows)} of {MAX_STATEMENT_ID + 1} are taken)")
+            ids = [first] + [top - i for i in range(count - 1)]
+            conn.execute(insert(txn_statements), [
+                {"ts_txnid": txn_id, "ts_database": db, "ts_table": tbl,
+                 "ts_key": key if i == 0 else f"{key}{RESERVED_KEY_SEP}{i}", "ts_stmt_id": sid}
+                for i, sid in enumerate(ids)])
+            return ids
 
         return self._run_checked(txn_id, run)
 

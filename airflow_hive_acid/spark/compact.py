@@ -148,6 +148,7 @@ def _run_tasks(spark: SparkSession, table: Table, groups: list[BucketGroup], wl:
                outputs: dict[str, str], out_dir: str) -> list:
     location = table.spec.location
     columns = table.columns
+    compression = table.spec.compression
     snapshot_text = wl.to_string()
 
     def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -158,9 +159,9 @@ def _run_tasks(spark: SparkSession, table: Table, groups: list[BucketGroup], wl:
             for raw in tasks.column(0).to_pylist():
                 group = BucketGroup.from_dict(json.loads(raw))
                 if kind == MAJOR:
-                    out += _major_bucket(fs, group, snap, columns, afs.join(out_dir, outputs["base"]))
+                    out += _major_bucket(fs, group, snap, columns, afs.join(out_dir, outputs["base"]), compression)
                 else:
-                    out += _minor_bucket(fs, group, snap, columns, out_dir, outputs)
+                    out += _minor_bucket(fs, group, snap, columns, out_dir, outputs, compression)
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_STATS_ARROW)
 
@@ -227,22 +228,24 @@ def _insert_events_in_key_order(t: pa.Table, columns: list, timestamp_unit: str)
 
 
 def _major_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list,
-                  base_dir: str) -> list[dict]:
+                  base_dir: str, compression: str) -> list[dict]:
     t, unit = _read_rows(fs, group, snap, columns)
     if not t.num_rows:
         return []
     events = _insert_events_in_key_order(t, columns, unit)
-    written = write_acid_file(fs, afs.join(base_dir, bucket_file_name(group.bucket)), events, columns, base=True)
+    written = write_acid_file(fs, afs.join(base_dir, bucket_file_name(group.bucket)), events, columns, base=True,
+                              compression=compression)
     return [{"dir": "base", "kind": "i", "rows": written.rows, "bytes": written.bytes}]
 
 
 def _minor_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list,
-                  out_dir: str, outputs: dict[str, str]) -> list[dict]:
+                  out_dir: str, outputs: dict[str, str], compression: str) -> list[dict]:
     out = []
     rows, unit = _read_rows(fs, replace(group, delete_files=[]), snap, columns)   # deletes are kept, not applied
     if rows.num_rows:
         events = _insert_events_in_key_order(rows, columns, unit)
-        w = write_acid_file(fs, afs.join(out_dir, outputs["delta"], bucket_file_name(group.bucket)), events, columns)
+        w = write_acid_file(fs, afs.join(out_dir, outputs["delta"], bucket_file_name(group.bucket)), events, columns,
+                            compression=compression)
         out.append({"dir": "delta", "kind": "i", "rows": w.rows, "bytes": w.bytes})
     parts = [delete_events_of(fs, f, snap, columns) for f in group.delete_files]
     if parts and sum(len(p[0]) for p in parts):
@@ -252,7 +255,7 @@ def _minor_bucket(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdLis
             ot, bp, rr, cur = ot[order], bp[order], rr[order], cur[order]
         events = compacted_events(DELETE_OPERATION, ot, bp, rr, cur, None, columns)
         w = write_acid_file(fs, afs.join(out_dir, outputs["delete_delta"], bucket_file_name(group.bucket)), events,
-                            columns)
+                            columns, compression=compression)
         out.append({"dir": "delete_delta", "kind": "d", "rows": w.rows, "bytes": w.bytes})
     return out
 

@@ -21,10 +21,10 @@ from ..acid.reader import ROW_ID_COLUMN
 from .protocol import JobSpecError, MergeClause, SnapshotSpec, SourceSpec
 from .scan import Table, read_table
 from .types import assignable, spark_type
-from .write import ACTION, DELETE, INSERT, KIND, UPDATE, delete_events_df, insert_events_df, update_events_df
+from .write import ACTION, BUCKET, DELETE, INSERT, KIND, UPDATE, delete_events_df, insert_events_df, update_events_df
 
 TARGET_ALIAS, SOURCE_ALIAS = "t", "s"
-_MATCHED, _SRC, _TGT, _RID = "__in_target", "__in_source", "__clause", "__rid"
+IN_TARGET, IN_SOURCE, _TGT, RID = "__in_target", "__in_source", "__clause", "__rid"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _SOURCE_REF = re.compile(r"\b" + SOURCE_ALIAS + r"\s*\.\s*`?[A-Za-z_][A-Za-z0-9_]*`?")
@@ -119,7 +119,7 @@ def insert(table: Table, rows: DataFrame) -> DataFrame:
 
 
 def delete(spark: SparkSession, table: Table, snapshot: SnapshotSpec, where: str,
-           exclude: tuple[int, int]) -> DataFrame:
+           exclude: tuple[int, frozenset[int]]) -> DataFrame:
     if not where or not where.strip():
         raise DmlError("DELETE needs a WHERE condition (use 'true' to delete everything)")
     cond = _expr(where, "WHERE condition")
@@ -128,7 +128,7 @@ def delete(spark: SparkSession, table: Table, snapshot: SnapshotSpec, where: str
 
 
 def update(spark: SparkSession, table: Table, snapshot: SnapshotSpec, assignments: dict[str, str],
-           where: str | None, exclude: tuple[int, int]) -> DataFrame:
+           where: str | None, exclude: tuple[int, frozenset[int]]) -> DataFrame:
     if not assignments:
         raise DmlError("UPDATE needs at least one SET assignment")
     _check_assignable_columns(table, assignments)
@@ -158,17 +158,9 @@ def _check_assignable_columns(table: Table, assignments: dict[str, str]) -> None
 BROADCAST_SOURCE_BYTES = 512 * 1024 * 1024
 
 
-def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: DataFrame, on: list[str] | str,
-          clauses: list[MergeClause], exclude: tuple[int, int]) -> DataFrame:
-    """MERGE INTO table t USING source s ON ... WHEN ... — as events. A target row changed by
-    two source rows fails the statement (in the writer) before anything is published.
-
-    Conditions and values see the target row as struct ``t`` and the source row as struct ``s``
-    (``t.amount``, ``s.op``). The target is read with only the columns the statement needs, and
-    when the keys are columns and the source is small enough it is broadcast, so the table is
-    never shuffled: matched rows by an inner join, unmatched source rows by an anti join against
-    the matched keys, unmatched target rows by an anti join against the source keys.
-    """
+def merge_plan(table: Table, on: list[str] | str, clauses: list[MergeClause]) -> tuple[list[str] | None, list[str]]:
+    """Check a MERGE's clauses and ON keys against the target; the key columns (None for an ON
+    condition) and the target columns the statement needs."""
     if not clauses:
         raise DmlError("MERGE needs at least one WHEN clause")
     for c in clauses:
@@ -176,7 +168,6 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
             _check_assignable_columns(table, c.assignments)
         for name in c.assignments:
             table.column(name)
-    src_fields = {f.name.lower(): f.name for f in source.schema.fields}
     keys: list[str] | None = None
     if isinstance(on, str):
         if not on.strip():
@@ -187,34 +178,49 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
         if not keys:
             raise DmlError("MERGE needs ON key columns")
         missing_t = [k for k in keys if k not in {c.name for c in table.all_columns}]
-        missing_s = [k for k in keys if k not in src_fields]
-        if missing_t or missing_s:
-            raise DmlError(f"ON keys {missing_t or missing_s} are not columns of the "
-                           f"{'target' if missing_t else 'source'}")
+        if missing_t:
+            raise DmlError(f"ON keys {missing_t} are not columns of the target")
         texts = []
     texts += [c.condition for c in clauses if c.condition] + [v for c in clauses for v in c.assignments.values()]
-    needed = _needed_target_columns(table, clauses, keys, texts)
-    kinds = {c.when for c in clauses}
+    return keys, _needed_target_columns(table, clauses, keys, texts)
+
+
+def spark_join(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: DataFrame, on: list[str] | str,
+               keys: list[str] | None, needed: list[str], kinds: set[str],
+               exclude: tuple[int, frozenset[int]]) -> DataFrame:
+    """The joined rows of a MERGE by Spark joins. When the keys are columns and the source is
+    small enough it is broadcast, so the table is never shuffled: matched rows by an inner join,
+    unmatched source rows by an anti join against the matched keys, unmatched target rows by an
+    anti join against the source keys; and the source keys are pushed into the target's readers."""
+    src_fields = {f.name.lower(): f.name for f in source.schema.fields}
+    missing_s = [k for k in keys or [] if k not in src_fields]
+    if missing_s:
+        raise DmlError(f"ON keys {missing_s} are not columns of the source")
     pushed = _pushed_keys(table, source, keys, kinds)
     target = read_table(spark, table, snapshot, columns=needed, with_row_id=True, exclude_statement=exclude,
                         key_filter=pushed)
     t_struct = F.struct(*[F.col(n) for n in needed])
-    tgt = target.select(t_struct.alias(TARGET_ALIAS), F.col(ROW_ID_COLUMN).alias(_RID), F.lit(True).alias(_MATCHED))
+    tgt = target.select(t_struct.alias(TARGET_ALIAS), F.col(ROW_ID_COLUMN).alias(RID), F.lit(True).alias(IN_TARGET))
     src = source.select(F.struct(*[F.col(f"`{n}`").alias(n.lower()) for n in source.columns]).alias(SOURCE_ALIAS),
-                        F.lit(True).alias(_SRC))
+                        F.lit(True).alias(IN_SOURCE))
     if pushed is not None:
         # Only target rows whose key is in the source are read: few, and used twice below.
         tgt = tgt.persist(StorageLevel.MEMORY_AND_DISK)
         tgt.count()
-    if keys is not None and _estimated_bytes(source) <= BROADCAST_SOURCE_BYTES:
-        joined = _broadcast_join(tgt, src, keys, kinds, small_target=pushed is not None)
-    else:
-        cond = _expr(on, "ON condition") if isinstance(on, str) else _key_condition(keys)
-        how = "full_outer" if "not_matched_by_source" in kinds else (
-            "right_outer" if "not_matched" in kinds else "inner")
-        joined = _analyse(lambda: tgt.join(src, on=cond, how=how), "MERGE ON")
-    in_t = F.col(_MATCHED).isNotNull()
-    in_s = F.col(_SRC).isNotNull()
+    if keys is not None and estimated_bytes(source) <= BROADCAST_SOURCE_BYTES:
+        return _broadcast_join(tgt, src, keys, kinds, small_target=pushed is not None)
+    cond = _expr(on, "ON condition") if isinstance(on, str) else _key_condition(keys)
+    how = "full_outer" if "not_matched_by_source" in kinds else (
+        "right_outer" if "not_matched" in kinds else "inner")
+    return _analyse(lambda: tgt.join(src, on=cond, how=how), "MERGE ON")
+
+
+def merge_events(table: Table, joined: DataFrame, clauses: list[MergeClause]) -> DataFrame:
+    """The events of a MERGE from its joined rows (``t``, ``__rid``, ``__in_target``, ``s``,
+    ``__in_source``, and ``__bucket`` when each row's bucket is already known): the first
+    clause (in SQL order) whose scope and condition hold acts on each row."""
+    in_t = F.col(IN_TARGET).isNotNull()
+    in_s = F.col(IN_SOURCE).isNotNull()
     scope = {"matched": in_t & in_s, "not_matched": ~in_t & in_s, "not_matched_by_source": in_t & ~in_s}
     choice = None
     for i, c in enumerate(clauses):
@@ -248,17 +254,19 @@ def merge(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source: Dat
             inserting = inserting | (clause == i)
         code = {"update": UPDATE, "delete": DELETE, "insert": INSERT}[c.action]
         action = F.when(clause == i, F.lit(code)).otherwise(action)
-    kinds = F.filter(F.array(F.when(deleting, F.lit(DELETE)), F.when(inserting, F.lit(INSERT))),
-                     lambda k: k.isNotNull())
+    # (explode, then drop the NULL kind: a higher-order filter() would not be code-generated)
+    kinds = F.array(F.when(deleting, F.lit(DELETE)), F.when(inserting, F.lit(INSERT)))
     old_parts = [F.col(f"{TARGET_ALIAS}.{c.name}").alias(f"__old_{c.name}") for c in table.partition_columns]
-    staged = _analyse(lambda: acting.select(*new_values, *old_parts, F.col(_RID).alias(ROW_ID_COLUMN),
-                                            action.alias(ACTION), F.explode(kinds).alias(KIND)), "MERGE")
+    bucket = [F.col(BUCKET)] if BUCKET in joined.columns else []
+    staged = _analyse(lambda: acting.select(*new_values, *old_parts, F.col(RID).alias(ROW_ID_COLUMN),
+                                            action.alias(ACTION), F.explode(kinds).alias(KIND), *bucket)
+                      .filter(F.col(KIND).isNotNull()), "MERGE")
     is_insert = F.col(KIND) == INSERT
     cols = [F.when(is_insert, F.col(c.name)).alias(c.name) for c in table.columns]
     cols += [F.when(is_insert, F.col(c.name)).otherwise(F.col(f"__old_{c.name}")).alias(c.name)
              for c in table.partition_columns]
     return staged.select(*cols, F.when(~is_insert, F.col(ROW_ID_COLUMN)).alias(ROW_ID_COLUMN), F.col(KIND),
-                         F.col(ACTION))
+                         F.col(ACTION), *bucket)
 
 
 def _needed_target_columns(table: Table, clauses: list[MergeClause], keys: list[str] | None,
@@ -288,7 +296,7 @@ def _pushed_keys(table: Table, source: DataFrame, keys: list[str] | None, kinds:
     col = table.column(keys[0])
     if not col.type.is_primitive or col.type.name in ("float", "double", "binary", "timestamp"):
         return None
-    if _estimated_bytes(source) > BROADCAST_SOURCE_BYTES:
+    if estimated_bytes(source) > BROADCAST_SOURCE_BYTES:
         return None
     src_name = next(n for n in source.columns if n.lower() == keys[0])
     values = source.select(F.col(f"`{src_name}`").cast(spark_type(col.type)).alias("k")).toArrow().column(0)
@@ -305,7 +313,7 @@ def _key_condition(keys: list[str]) -> SparkColumn:
     return cond
 
 
-def _estimated_bytes(df: DataFrame) -> int:
+def estimated_bytes(df: DataFrame) -> int:
     try:
         return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
     except Exception:  # noqa: BLE001 - no estimate: assume large, take the shuffle plan
@@ -321,15 +329,15 @@ def _broadcast_join(tgt: DataFrame, src: DataFrame, keys: list[str], kinds: set[
     kcols = [f"__k{i}" for i in range(len(keys))]
     t = tgt.select("*", *k_t)
     s = src.select("*", *k_s)
-    cols = [TARGET_ALIAS, _RID, _MATCHED, SOURCE_ALIAS, _SRC]
+    cols = [TARGET_ALIAS, RID, IN_TARGET, SOURCE_ALIAS, IN_SOURCE]
     null_t = [F.lit(None).cast(tgt.schema[TARGET_ALIAS].dataType).alias(TARGET_ALIAS),
-              F.lit(None).cast(tgt.schema[_RID].dataType).alias(_RID), F.lit(None).cast("boolean").alias(_MATCHED)]
+              F.lit(None).cast(tgt.schema[RID].dataType).alias(RID), F.lit(None).cast("boolean").alias(IN_TARGET)]
     null_s = [F.lit(None).cast(src.schema[SOURCE_ALIAS].dataType).alias(SOURCE_ALIAS),
-              F.lit(None).cast("boolean").alias(_SRC)]
+              F.lit(None).cast("boolean").alias(IN_SOURCE)]
     parts = []
     needs_matched = "matched" in kinds or "not_matched" in kinds
     if needs_matched:
-        matched = t.join(F.broadcast(s.select(SOURCE_ALIAS, _SRC, *kcols)), on=kcols, how="inner")
+        matched = t.join(F.broadcast(s.select(SOURCE_ALIAS, IN_SOURCE, *kcols)), on=kcols, how="inner")
         if "not_matched" in kinds and not small_target:
             # used twice (its rows, and its keys against the source): scan the table once
             matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
@@ -339,11 +347,11 @@ def _broadcast_join(tgt: DataFrame, src: DataFrame, keys: list[str], kinds: set[
         if "not_matched" in kinds:
             # matched keys are few (at most the source's): broadcast them back against the source
             seen = matched.select(*kcols).distinct()
-            parts.append(s.join(F.broadcast(seen), on=kcols, how="left_anti").select(*null_t, SOURCE_ALIAS, _SRC))
+            parts.append(s.join(F.broadcast(seen), on=kcols, how="left_anti").select(*null_t, SOURCE_ALIAS, IN_SOURCE))
     if "not_matched_by_source" in kinds:
         skeys = s.select(*kcols).distinct()
         parts.append(t.join(F.broadcast(skeys), on=kcols, how="left_anti")
-                     .select(TARGET_ALIAS, _RID, _MATCHED, *null_s))
+                     .select(TARGET_ALIAS, RID, IN_TARGET, *null_s))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ class TableSpec:
     num_buckets: int = 0
     bucketing_version: int = 2
     insert_only: bool = False
+    compression: str = "zstd"         # pyarrow's codec name, from the table's orc.compress
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableSpec:
@@ -114,6 +118,12 @@ class JobSpec:
     write_id: int = 0
     statement_id: int = 0
     args: dict[str, Any] = field(default_factory=dict)
+    # more statement ids of the same statement: writer task i > 0 of a load writes under the i-th
+    extra_statement_ids: tuple[int, ...] = ()
+
+    @property
+    def writer_statement_ids(self) -> tuple[int, ...]:
+        return (self.statement_id, *self.extra_statement_ids)
 
     def __post_init__(self) -> None:
         if self.job not in JOBS:
@@ -134,7 +144,8 @@ class JobSpec:
         try:
             return cls(job=d["job"], table=TableSpec.from_dict(d["table"]), snapshot=SnapshotSpec(**d["snapshot"]),
                        manifest_path=d["manifest_path"], txn_id=d.get("txn_id", 0), write_id=d.get("write_id", 0),
-                       statement_id=d.get("statement_id", 0), args=d.get("args") or {})
+                       statement_id=d.get("statement_id", 0), args=d.get("args") or {},
+                       extra_statement_ids=tuple(d.get("extra_statement_ids") or ()))
         except (KeyError, TypeError) as exc:
             raise JobSpecError(f"malformed job spec {path}: {exc}") from None
 
@@ -190,6 +201,16 @@ class Manifest:
     seconds: float = 0.0
     partitions: list[PartitionStats] = field(default_factory=list)
     result: dict[str, Any] = field(default_factory=dict)     # job-specific output (read rows, compaction)
+    stages: list[dict[str, Any]] = field(default_factory=list)   # {"stage", "seconds"}: where the time went
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time one stage of the job (planning, the Spark job that writes, publishing)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages.append({"stage": name, "seconds": round(time.perf_counter() - started, 3)})
 
     @property
     def rows_inserted(self) -> int:

@@ -11,10 +11,10 @@ from pyspark.sql import SparkSession
 
 from ..acid.errors import AcidError
 from ..acid.partitions import make_part_name, parse_spec_text
-from . import compact, dml
+from . import compact, dml, load, merge
 from .protocol import JobSpec, JobSpecError, Manifest, MergeClause, SourceSpec, parse_merge_clause
 from .scan import Table, read_table, select_partitions
-from .write import Statement, write_statement
+from .write import Placement, Statement, write_statement
 
 
 def run_job(spark: SparkSession, spec: JobSpec) -> Manifest:
@@ -57,7 +57,7 @@ def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
         return
     if table.spec.insert_only and spec.job != "insert":
         raise dml.DmlError(f"{table.spec.name} is an insert-only table: only INSERT is allowed")
-    exclude = (spec.write_id, spec.statement_id)
+    exclude = (spec.write_id, frozenset(spec.writer_statement_ids))
     overwrite = bool(a.get("overwrite"))
     static = {k.lower(): str(v) for k, v in (a.get("partition") or {}).items()}
     overwrite_parts: list[str] = []
@@ -65,28 +65,42 @@ def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
         source = SourceSpec.from_dict(a.get("source"))
         if source is None:
             raise JobSpecError("INSERT needs a source")
-        rows = dml.conform_source(table, dml.load_source(spark, source), static)
-        events = dml.insert(table, rows)
         if overwrite:
             if static:
                 overwrite_parts = [make_part_name(table.partition_names, static)]
             elif not table.partition_columns:
                 overwrite_parts = [""]
+        stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids, overwrite)
+        # base_W has no statement id: a bucketed overwrite needs one writer per bucket (a shuffle)
+        with manifest.stage("plan"):
+            splits = None if overwrite and table.spec.num_buckets else load.load_splits(source)
+        if splits is not None:
+            manifest.partitions = load.run_load(spark, stmt, splits, static, overwrite_parts, manifest.stage)
+            return
+        with manifest.stage("plan"):
+            events = dml.insert(table, dml.conform_source(table, dml.load_source(spark, source), static))
+        placement = Placement.SHUFFLE if overwrite and table.spec.num_buckets else Placement.PER_TASK
     elif spec.job == "delete":
-        events = dml.delete(spark, table, spec.snapshot, a.get("where", ""), exclude)
+        with manifest.stage("plan"):
+            events = dml.delete(spark, table, spec.snapshot, a.get("where", ""), exclude)
+        placement = Placement.LOCAL
     elif spec.job == "update":
-        events = dml.update(spark, table, spec.snapshot, a.get("set") or {}, a.get("where"), exclude)
+        with manifest.stage("plan"):
+            events = dml.update(spark, table, spec.snapshot, a.get("set") or {}, a.get("where"), exclude)
+        placement = Placement.LOCAL
     elif spec.job == "merge":
         source = SourceSpec.from_dict(a.get("source"))
         if source is None:
             raise JobSpecError("MERGE needs a source")
         clauses = [parse_merge_clause(c) if isinstance(c, str) else MergeClause(**c) for c in a.get("clauses", [])]
-        events = dml.merge(spark, table, spec.snapshot, dml.load_source(spark, source), a.get("on") or [],
-                           clauses, exclude)
+        stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids)
+        manifest.partitions = merge.run_merge(spark, stmt, spec.snapshot, source, a.get("on") or [], clauses,
+                                              exclude, manifest.stage)
+        return
     else:
         raise JobSpecError(f"job {spec.job!r} is not a DML job")
-    stmt = Statement(table, spec.txn_id, spec.write_id, spec.statement_id, overwrite)
-    manifest.partitions = write_statement(spark, stmt, events, overwrite_parts)
+    stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids, overwrite)
+    manifest.partitions = write_statement(spark, stmt, events, placement, overwrite_parts, manifest.stage)
 
 
 def read(spark: SparkSession, spec: JobSpec, table: Table) -> dict:
@@ -135,8 +149,11 @@ def main(job: str) -> None:
     if spec.job != job:
         raise SystemExit(f"spec is for job {spec.job!r}, not {job!r}")
     from .session import get_session
+    started = time.perf_counter()
     spark = get_session(f"hive-acid {job} {spec.table.name}")
+    session_s = time.perf_counter() - started
     manifest = run_job(spark, spec)
+    manifest.stages.insert(0, {"stage": "session", "seconds": round(session_s, 3)})
     manifest.save(spec.manifest_path)
     if not manifest.ok:
         print(f"hive-acid job failed: {manifest.error}", file=sys.stderr)

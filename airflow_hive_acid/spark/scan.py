@@ -80,10 +80,10 @@ class ScanPlan:
 
 
 def plan_scan(table: Table, snapshot: SnapshotSpec, partitions: list[str] | None = None,
-              exclude_statement: tuple[int, int] | None = None) -> ScanPlan:
+              exclude_statement: tuple[int, frozenset[int]] | None = None) -> ScanPlan:
     """List the table (or the given partitions) once and pick, per partition, what to read.
 
-    ``exclude_statement=(write_id, statement_id)`` hides the directories of the statement being
+    ``exclude_statement=(write_id, statement ids)`` hides the directories of the statement being
     run: anything there is a leftover of an earlier attempt of it and must not be read."""
     wl = ValidWriteIdList.parse(snapshot.valid_write_ids)
     txns = ValidTxnList.parse(snapshot.valid_txns)
@@ -101,7 +101,7 @@ def plan_scan(table: Table, snapshot: SnapshotSpec, partitions: list[str] | None
     return ScanPlan(table, wl, groups, sorted(listing.partitions))
 
 
-def _without_statement(entries: list[DirEntry], stmt: tuple[int, int] | None) -> list[DirEntry]:
+def _without_statement(entries: list[DirEntry], stmt: tuple[int, frozenset[int]] | None) -> list[DirEntry]:
     if stmt is None:
         return entries
     out = []
@@ -111,7 +111,7 @@ def _without_statement(entries: list[DirEntry], stmt: tuple[int, int] | None) ->
                 p = parse_dir(e.name)
             except AcidError:
                 p = None
-            if p is not None and (p.min_write_id, p.max_write_id, p.statement_id) == (stmt[0], stmt[0], stmt[1]):
+            if p is not None and p.min_write_id == p.max_write_id == stmt[0] and p.statement_id in stmt[1]:
                 continue
         out.append(e)
     return out
@@ -154,7 +154,7 @@ def scan_schema(table: Table, columns: list[str] | None, with_row_id: bool,
 def read_table(spark: SparkSession, table: TableSpec | Table, snapshot: SnapshotSpec, *,
                columns: list[str] | None = None, partitions: list[str] | None = None,
                partition_filter: str | None = None, with_row_id: bool = False,
-               exclude_statement: tuple[int, int] | None = None,
+               exclude_statement: tuple[int, frozenset[int]] | None = None,
                key_filter: tuple[str, pa.Array] | None = None) -> DataFrame:
     """The table's rows at ``snapshot`` as a DataFrame: the table columns (or ``columns``), the
     partition columns, and ``ROW__ID`` (writeId, bucketId, rowId) if asked.

@@ -1,5 +1,9 @@
 """spark-submit entry point of the merge job: ``spark-submit merge.py --spec FILE``."""
-from airflow_hive_acid.spark.runner import main
+from airflow_hive_acid.spark.jobs import use_installed_pyspark
+
+use_installed_pyspark()
+
+from airflow_hive_acid.spark.runner import main  # noqa: E402  (after the path is set)
 
 if __name__ == "__main__":
     main("merge")

@@ -1,0 +1,217 @@
+"""INSERT of Parquet or ORC files without Spark's readers: each task reads its share of the row
+groups (stripes) with pyarrow, conforms the rows to the table, and writes them as its own
+statement's delta files (:class:`~.write.TaskFiles`, PER_TASK placement) in the same pass.
+The rows never cross into the JVM and are never shuffled.
+
+The driver plans the splits and checks the source schema against the table the way
+``dml.conform_source`` does for a DataFrame (same names, same assignability); other sources
+(CSV, JSON, another table, directories Spark would discover partitions in, reader options)
+take the DataFrame path.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.orc as po
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+
+from ..acid import fs as afs
+from ..acid.bucket_codec import MAX_BUCKET_ID
+from ..acid.names import is_hidden
+from .dml import DmlError
+from .protocol import PartitionStats, SourceSpec
+from .scan import Table
+from .types import assignable, spark_type
+from .write import _STATS_SCHEMA, Placement, Stage, Statement, TaskFiles, _no_stage, publish, stats_batch
+
+TARGET_TASK_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Split:
+    path: str
+    format: str
+    pieces: tuple[int, ...]        # row groups (Parquet) or stripes (ORC)
+    size: int
+
+
+@dataclass(frozen=True)
+class Conform:
+    """How a source batch becomes table rows: table column -> source column (or a static
+    partition value), and the Arrow type each is cast to."""
+
+    columns: tuple[tuple[str, str | None, str | None], ...]   # (table column, source column, static value)
+
+
+def load_splits(source: SourceSpec) -> list[Split] | None:
+    """The row groups / stripes of a Parquet or ORC source, or None if the source is not one
+    this path reads exactly as Spark would."""
+    fmt = (source.format or "").lower() or _format_of(source.path or "")
+    if source.table is not None or not source.path or fmt not in ("parquet", "orc") or source.options:
+        return None
+    fs, path = afs.filesystem_for(source.path)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.File:
+        files = [info]
+    elif info.type == pafs.FileType.Directory:
+        files = []
+        for f in fs.get_file_info(pafs.FileSelector(path, recursive=False)):
+            if is_hidden(f.base_name):
+                continue
+            if f.type == pafs.FileType.Directory:
+                return None                      # Spark would discover partitions: its path
+            files.append(f)
+    else:
+        raise DmlError(f"source {source.path} does not exist")
+    splits = []
+    for f in sorted(files, key=lambda f: f.path):
+        uri = f.path if "://" not in source.path else source.path.split("://", 1)[0] + "://" + f.path
+        try:
+            with fs.open_input_file(f.path) as handle:
+                if fmt == "parquet":
+                    meta = pq.ParquetFile(handle).metadata
+                    sizes = [sum(meta.row_group(i).column(c).total_compressed_size
+                                 for c in range(meta.num_columns)) for i in range(meta.num_row_groups)]
+                else:
+                    orc = po.ORCFile(handle)
+                    sizes = [max(1, f.size // max(1, orc.nstripes))] * orc.nstripes
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DmlError(f"source file {f.path} is not a readable {fmt.upper()} file: {exc}") from None
+        splits += [Split(uri, fmt, (i,), s) for i, s in enumerate(sizes)]
+    return splits
+
+
+def _format_of(path: str) -> str:
+    for ext in ("parquet", "orc"):
+        if path.rstrip("/").lower().endswith("." + ext):
+            return ext
+    return ""
+
+
+def source_schema(split: Split) -> pa.Schema:
+    fs, path = afs.filesystem_for(split.path)
+    with fs.open_input_file(path) as handle:
+        return pq.ParquetFile(handle).schema_arrow if split.format == "parquet" else po.ORCFile(handle).schema
+
+
+def conform_plan(table: Table, schema: pa.Schema, static: dict[str, str]) -> Conform:
+    """Check the source schema against the table as ``dml.conform_source`` does and say where
+    each table column comes from."""
+    from pyspark.sql.pandas.types import from_arrow_type  # driver only: it imports pandas
+
+    have = {n.lower(): n for n in schema.names}
+    unknown = sorted(set(have) - {c.name for c in table.all_columns})
+    if unknown:
+        raise DmlError(f"source columns {unknown} are not columns of {table.spec.name} "
+                       f"({[c.name for c in table.all_columns]})")
+    out = []
+    for c in table.all_columns:
+        if c.name in static:
+            if c.name in have:
+                raise DmlError(f"partition column {c.name!r} is both in the data and in the partition spec")
+            out.append((c.name, None, static[c.name]))
+            continue
+        src = have.get(c.name)
+        if src is None:
+            raise DmlError(f"source has no column {c.name!r} of {table.spec.name}")
+        source_type = from_arrow_type(schema.field(src).type)
+        if not assignable(source_type, spark_type(c.type)):
+            raise DmlError(f"source: column {c.name!r} is {c.type} but the value is {source_type.simpleString()}")
+        out.append((c.name, src, None))
+    return Conform(tuple(out))
+
+
+def conform_batch(table: Table, plan: Conform, batch: pa.RecordBatch) -> pa.RecordBatch:
+    arrays = []
+    for (name, src, static), col in zip(plan.columns, table.all_columns):
+        target = col.type.to_arrow()
+        if src is None:
+            arrays.append(pa.array([static] * batch.num_rows, pa.string()).cast(target))
+            continue
+        arr = batch.column(batch.schema.get_field_index(src))
+        if not arr.type.equals(target):
+            try:
+                arr = arr.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise DmlError(f"source: column {name!r} cannot be stored as {col.type}: {exc}") from None
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in table.all_columns])
+
+
+def task_splits(spark: SparkSession, splits: list[Split], max_tasks: int) -> list[list[Split]]:
+    """Splits packed into tasks of about equal bytes: enough to use every core and to keep a
+    task near ``TARGET_TASK_BYTES``, never more than ``max_tasks``."""
+    total = sum(s.size for s in splits)
+    cores = spark.sparkContext.defaultParallelism
+    n = -(-max(1, -(-total // TARGET_TASK_BYTES)) // cores) * cores       # a multiple of the cores
+    n = max(1, min(n, max_tasks, len(splits)))
+    tasks: list[list[Split]] = [[] for _ in range(n)]
+    loads = np.zeros(n)
+    for s in sorted(splits, key=lambda s: -s.size):         # largest first onto the lightest task
+        i = int(np.argmin(loads))
+        tasks[i].append(s)
+        loads[i] += s.size
+    return [sorted(t, key=lambda s: (s.path, s.pieces)) for t in tasks if t]
+
+
+def run_load(spark: SparkSession, stmt: Statement, splits: list[Split], static: dict[str, str],
+             overwrite_partitions: list[str], stage: Stage = _no_stage) -> list[PartitionStats]:
+    """The load tasks of one INSERT ("write"), then its directories published ("publish")."""
+    table = stmt.table
+    plan = conform_plan(table, source_schema(splits[0]), static) if splits else None
+    max_tasks = len(stmt.statement_ids) if table.spec.num_buckets else MAX_BUCKET_ID + 1
+    tasks = task_splits(spark, splits, max_tasks)
+    fs, root = table.fs_and_root
+    staging = stmt.staging()
+    try:
+        rows: list[dict] = []
+        with stage("write"):
+            if tasks:
+                payload = [(json.dumps([asdict(s) for s in t]),) for t in tasks]
+                task_df = spark.createDataFrame(spark.sparkContext.parallelize(payload, len(payload)), "task string")
+                out = task_df.mapInArrow(_load_task(stmt, staging, plan), _STATS_SCHEMA).collect()
+                rows = [r.asDict() for r in out]
+        with stage("publish"):
+            return publish(fs, root, staging, stmt, rows, overwrite_partitions)
+    finally:
+        if afs.exists(fs, staging):
+            fs.delete_dir(staging)
+
+
+def _load_task(stmt: Statement, staging: str, plan: Conform | None):  # type: ignore[no-untyped-def]
+    table = stmt.table
+
+    def load(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = afs.filesystem_for(table.spec.location)
+        files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), Placement.PER_TASK)
+        for b in batches:
+            for raw in b.column(0).to_pylist():
+                for split in (Split(**{**s, "pieces": tuple(s["pieces"])}) for s in json.loads(raw)):
+                    for batch in read_split(split):
+                        files.add(conform_batch(table, plan, batch))
+        out = files.close()
+        if out:
+            yield stats_batch(out)
+
+    return load
+
+
+def read_split(split: Split) -> Iterator[pa.RecordBatch]:
+    fs, path = afs.filesystem_for(split.path)
+    try:
+        with fs.open_input_file(path) as handle:
+            if split.format == "parquet":
+                yield from pq.ParquetFile(handle).iter_batches(batch_size=256 * 1024, row_groups=list(split.pieces))
+            else:
+                orc = po.ORCFile(handle)
+                for i in split.pieces:
+                    yield orc.read_stripe(i)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DmlError(f"source file {split.path} is not a readable {split.format.upper()} file: {exc}") from None

@@ -1,0 +1,439 @@
+"""MERGE INTO table t USING source s ON ... WHEN ... as events, and how they reach their writers.
+
+A target row changed by two source rows fails the statement (in the writer) before anything is
+published. Conditions and values see the target row as struct ``t`` and the source row as
+struct ``s`` (``t.amount``, ``s.op``), and the target is read with only the columns the
+statement needs. Two ways to join:
+
+**Bucket by bucket**, without a Spark join of the target. When the ON keys include the bucket
+columns (and the partition columns), a target row and the source rows it can match hash to the
+same (partition, bucket). The driver reads the source (pyarrow for Parquet/ORC files, else
+Spark), hashes it as Hive would, and gives each task one bucket group with the source rows of
+that group. The task reads only the key column(s) and the
+columns the statement needs (with the source keys pushed into the reader), joins in Arrow, and
+hands Spark the joined rows, which ``dml.merge_events`` turns into events that the same task
+writes (``Placement.LOCAL``): one stage, no shuffle, nothing of the target beyond its keys
+crosses into the JVM.
+
+**By Spark joins** (``dml.spark_join``) otherwise: any ON condition, any table; the events are
+then shuffled to their buckets' writers.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from ..acid import fs as afs
+from ..acid.bucketing import bucket_ids
+from ..acid.reader import ROW_ID_COLUMN, BucketGroup, ReadRequest, read_bucket_group
+from ..acid.schema import row_id_type
+from ..acid.writeids import ValidWriteIdList
+from . import arrowexpr as ax
+from . import dml, load
+from .protocol import MergeClause, PartitionStats, SnapshotSpec, SourceSpec
+from .scan import Table, partition_values, plan_scan
+from .types import ROW_ID_SPARK, spark_type
+from .write import (
+    _STATS_SCHEMA,
+    ACTION,
+    BUCKET,
+    DELETE,
+    INSERT,
+    KIND,
+    UPDATE,
+    Placement,
+    Stage,
+    Statement,
+    TaskFiles,
+    _no_stage,
+    partition_name,
+    publish,
+    stats_batch,
+    write_statement,
+)
+
+MAX_SOURCE_FILE_BYTES = 256 * 1024 * 1024
+
+
+def run_merge(spark: SparkSession, stmt: Statement, snapshot: SnapshotSpec, source: SourceSpec,
+              on: list[str] | str, clauses: list[MergeClause], exclude: tuple[int, frozenset[int]],
+              stage: Stage = _no_stage) -> list[PartitionStats]:
+    """Run the MERGE of ``stmt``: plan ("plan"), write ("write") and publish ("publish")."""
+    table = stmt.table
+    with stage("plan"):
+        keys, needed = dml.merge_plan(table, on, clauses)
+        kinds = {c.when for c in clauses}
+        rows = source_rows(spark, table, source, keys, clauses) if keys is not None else None
+        plan = plan_buckets(table, snapshot, rows, keys, needed, kinds, exclude) if rows is not None else None
+        program = arrow_program(plan, clauses) if plan is not None else None
+        if plan is None:
+            events = dml.merge_events(table, dml.spark_join(spark, table, snapshot, dml.load_source(spark, source),
+                                                            on, keys, needed, kinds, exclude), clauses)
+        elif program is None:
+            events = dml.merge_events(table, joined_rows(spark, plan), clauses)
+    if program is not None:
+        return run_in_arrow(spark, stmt, plan, program, stage)
+    return write_statement(spark, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (), stage)
+
+
+def source_rows(spark: SparkSession, table: Table, source: SourceSpec, keys: list[str],
+                clauses: list[MergeClause]) -> pa.Table | None:
+    """The source's rows as Arrow, with Spark's types, if this MERGE can run bucket by bucket;
+    else None (not bucketed, keys not covering the bucket and partition columns, an INSERT
+    that sets those columns from anything but the same source column, or a large source)."""
+    spec = table.spec
+    if not spec.num_buckets or spec.insert_only:
+        return None
+    if not set(spec.bucket_columns) | set(table.partition_names) <= set(keys):
+        return None
+    placed = set(spec.bucket_columns) | set(table.partition_names)
+    for c in clauses:
+        if c.action == "insert" and c.assignments and any(
+                re.sub(r"[\s`]", "", c.assignments.get(k, "")).lower() != f"{dml.SOURCE_ALIAS}.{k}" for k in placed):
+            return None
+    splits = load.load_splits(source)
+    if splits is not None:
+        if sum(s.size for s in splits) > MAX_SOURCE_FILE_BYTES:
+            return None
+        batches = [b for s in splits for b in load.read_split(s)]
+        rows = pa.Table.from_batches(batches, schema=load.source_schema(splits[0])) if splits else None
+        if rows is None:
+            return None
+    else:
+        df = dml.load_source(spark, source)
+        if dml.estimated_bytes(df) > dml.BROADCAST_SOURCE_BYTES:
+            return None
+        rows = df.toArrow()
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    names = [n.lower() for n in rows.schema.names]
+    if len(set(names)) != len(names):
+        raise dml.DmlError(f"source columns {rows.schema.names} differ only in case")
+    missing = [k for k in keys if k not in names]
+    if missing:
+        raise dml.DmlError(f"ON keys {missing} are not columns of the source")
+    rows = rows.rename_columns(names)
+    return rows.cast(to_arrow_schema(from_arrow_schema(rows.schema)))     # as Spark would hand them over
+
+
+@dataclass
+class BucketPlan:
+    """The bucket groups a MERGE acts on, each with the source rows that hash to it."""
+
+    table: Table
+    keys: list[str]
+    needed: list[str]
+    kinds: set[str]
+    snapshot: str                       # the ValidWriteIdList the target is read at
+    source_schema: pa.Schema
+    tasks: list[tuple[str, bytes]]      # (bucket group as JSON, its source rows as Arrow IPC)
+
+    @property
+    def how(self) -> str:
+        return ("full outer" if "not_matched_by_source" in self.kinds else
+                "right outer" if "not_matched" in self.kinds else "inner")
+
+    @property
+    def t_type(self) -> pa.StructType:
+        return pa.struct([pa.field(n, self.table.column(n).type.to_arrow()) for n in self.needed])
+
+    def task_frame(self, spark: SparkSession) -> DataFrame:
+        return spark.createDataFrame(spark.sparkContext.parallelize(self.tasks, max(1, len(self.tasks))),
+                                     "task string, source binary")
+
+
+def plan_buckets(table: Table, snapshot: SnapshotSpec, source: pa.Table, keys: list[str], needed: list[str],
+                 kinds: set[str], exclude: tuple[int, frozenset[int]]) -> BucketPlan:
+    """One task per (partition, bucket) group that can act: the source's groups, and every
+    target group when unmatched target rows can act."""
+    spec = table.spec
+    key_values = {}
+    for k in keys:
+        target = table.column(k).type
+        try:
+            key_values[k] = source.column(k).combine_chunks().cast(target.to_arrow())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise dml.DmlError(f"ON key {k!r}: source values cannot be compared with {target}: {exc}") from None
+    types = [str(table.column(c).type) for c in spec.bucket_columns]
+    buckets = bucket_ids([key_values[c] for c in spec.bucket_columns], types, spec.num_buckets,
+                         spec.bucketing_version)
+    parts = np.zeros(source.num_rows, dtype=np.int64)
+    part_names = [""]
+    if table.partition_columns:
+        combos = pa.table({c.name: key_values[c.name] for c in table.partition_columns})
+        codes: dict[tuple, int] = {}
+        rows_codes = []
+        for row in zip(*(combos.column(i).to_pylist() for i in range(combos.num_columns))):
+            rows_codes.append(codes.setdefault(row, len(codes)))
+        parts = np.asarray(rows_codes, dtype=np.int64)
+        part_names = [partition_name(table, list(row)) for row in codes]
+    # source rows of each (partition, bucket)
+    group_key = parts * (spec.num_buckets + 1) + buckets
+    order = np.argsort(group_key, kind="stable")
+    sorted_keys = group_key[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_keys)) + 1] if len(order) else np.array([], dtype=np.int64)
+    ends = np.r_[starts[1:], len(order)] if len(order) else starts
+    slices: dict[tuple[str, int], np.ndarray] = {}
+    for a, b in zip(starts, ends):
+        k = int(sorted_keys[a])
+        slices[(part_names[k // (spec.num_buckets + 1)], k % (spec.num_buckets + 1))] = order[a:b]
+    # target groups: of the source's partitions only, unless unmatched target rows can act
+    everything = "not_matched_by_source" in kinds
+    parts_wanted = None if everything or not table.partition_columns else sorted({p for p, _ in slices})
+    plan = plan_scan(table, snapshot, parts_wanted, exclude) if parts_wanted != [] else None
+    groups = {(g.partition, g.bucket): g for g in plan.groups} if plan is not None else {}
+    wanted = list(groups) if everything else list(slices)
+    tasks = []
+    for part, bucket in sorted(wanted):
+        g = groups.get((part, bucket), BucketGroup(part, bucket))
+        idx = slices.get((part, bucket))
+        tasks.append((json.dumps(g.to_dict()), _ipc(source.take(pa.array(idx)) if idx is not None
+                                                    else source.schema.empty_table())))
+    snap_text = (plan.snapshot if plan is not None else ValidWriteIdList.parse(snapshot.valid_write_ids)).to_string()
+    return BucketPlan(table, keys, needed, kinds, snap_text, source.schema, tasks)
+
+
+def joined_rows(spark: SparkSession, plan: BucketPlan) -> DataFrame:
+    """The joined rows, for Spark to evaluate the clauses on (``dml.merge_events``)."""
+    schema = _joined_schema(plan.table, plan.needed, plan.source_schema)
+    if not plan.tasks:
+        return spark.createDataFrame([], schema)
+    return plan.task_frame(spark).mapInArrow(_join_task(plan), schema)
+
+
+def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program: list[ClauseProgram],
+                 stage: Stage) -> list[PartitionStats]:
+    """Each task joins, evaluates the clauses and writes its bucket: nothing crosses the JVM."""
+    fs, root = stmt.table.fs_and_root
+    staging = stmt.staging()
+    try:
+        rows: list[dict] = []
+        with stage("write"):
+            if plan.tasks:
+                out = plan.task_frame(spark).mapInArrow(_merge_task(stmt, staging, plan, program), _STATS_SCHEMA)
+                rows = [r.asDict() for r in out.collect()]
+        with stage("publish"):
+            return publish(fs, root, staging, stmt, rows)
+    finally:
+        if afs.exists(fs, staging):
+            fs.delete_dir(staging)
+
+
+def _joined_schema(table: Table, needed: list[str], source: pa.Schema) -> T.StructType:
+    from pyspark.sql.pandas.types import from_arrow_type
+    t = T.StructType([T.StructField(n, spark_type(table.column(n).type), True) for n in needed])
+    s = T.StructType([T.StructField(f.name, from_arrow_type(f.type), True) for f in source])
+    return T.StructType([
+        T.StructField(dml.TARGET_ALIAS, t, True), T.StructField(dml.RID, ROW_ID_SPARK, True),
+        T.StructField(dml.IN_TARGET, T.BooleanType(), True), T.StructField(dml.SOURCE_ALIAS, s, True),
+        T.StructField(dml.IN_SOURCE, T.BooleanType(), True), T.StructField(BUCKET, T.IntegerType(), False)])
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+@dataclass
+class Joined:
+    """One group's joined rows: target row (needed columns) and ROW__ID, source row, and
+    whether each side is there."""
+
+    t: pa.StructArray
+    rid: pa.StructArray
+    in_t: pa.Array
+    s: pa.StructArray
+    in_s: pa.Array
+
+    def __len__(self) -> int:
+        return len(self.in_t)
+
+
+def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: BucketGroup,
+          source: pa.Table) -> Joined:
+    """Read the group's target rows (only those whose key is in the source, where unmatched
+    target rows cannot act) and join them with the group's source rows in Arrow."""
+    table, keys, needed = plan.table, plan.keys, plan.needed
+    src_keys = [source.column(k).combine_chunks().cast(table.column(k).type.to_arrow()) for k in keys]
+    data_cols = [n for n in needed if n not in table.partition_names]
+    key_filter = None
+    data_keys = [k for k in keys if k not in table.partition_names]
+    if plan.how != "full outer" and len(data_keys) == 1:
+        values = src_keys[keys.index(data_keys[0])].drop_null()
+        key_filter = (data_keys[0], np.unique(values.to_numpy(zero_copy_only=False).astype(np.int64))
+                      if pa.types.is_integer(values.type) else pc.unique(values))
+    request = ReadRequest(table.columns, data_cols, True, key_filter)
+    batches = list(read_bucket_group(fs, group, snap, request)) if group.row_files or group.originals else []
+    target = (pa.Table.from_batches(batches) if batches else
+              pa.schema([pa.field(n, table.column(n).type.to_arrow()) for n in data_cols]
+                        + [pa.field(ROW_ID_COLUMN, row_id_type())]).empty_table())
+    consts = dict(zip(table.partition_names, partition_values(table, group.partition))) if group.partition else {}
+    t_cols = [pa.array([consts[n].as_py()] * target.num_rows, consts[n].type) if n in consts
+              else target.column(n).combine_chunks() for n in needed]
+    names = [f"k{i}" for i in range(len(keys))]
+    left = pa.table([t_cols[needed.index(k)] for k in keys] + [pa.array(np.arange(target.num_rows))],
+                    names=names + ["ti"])
+    right = pa.table(src_keys + [pa.array(np.arange(source.num_rows))], names=names + ["si"])
+    pairs = left.join(right, keys=names, join_type=plan.how, use_threads=False)
+    ti, si = pairs.column("ti").combine_chunks(), pairs.column("si").combine_chunks()
+    t = pa.StructArray.from_arrays(t_cols, fields=list(plan.t_type))
+    s = pa.StructArray.from_arrays([source.column(i).combine_chunks() for i in range(source.num_columns)],
+                                   fields=list(source.schema))
+    rid = target.column(ROW_ID_COLUMN).combine_chunks() if target.num_rows else pa.array([], row_id_type())
+    return Joined(t.take(ti), rid.take(ti), ti.is_valid(), s.take(si), si.is_valid())
+
+
+def _tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[BucketGroup, pa.Table]]:
+    for b in batches:
+        for raw, src in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+            yield BucketGroup.from_dict(json.loads(raw)), pa.ipc.open_stream(src).read_all()
+
+
+def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
+    location = plan.table.spec.location
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = afs.filesystem_for(location)
+        snap = ValidWriteIdList.parse(plan.snapshot)
+        for group, source in _tasks(batches):
+            j = _join(fs, plan, snap, group, source)
+            if len(j):
+                yield pa.RecordBatch.from_arrays(
+                    [j.t, j.rid, pc.if_else(j.in_t, True, None), j.s, pc.if_else(j.in_s, True, None),
+                     pa.array(np.full(len(j), group.bucket, dtype=np.int32))],
+                    names=[dml.TARGET_ALIAS, dml.RID, dml.IN_TARGET, dml.SOURCE_ALIAS, dml.IN_SOURCE, BUCKET])
+
+    return run
+
+
+# -- the clauses in Arrow ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClauseProgram:
+    """One WHEN clause as Arrow expressions: its scope, condition, and the value of every column
+    of a row it inserts (INSERT, or the new version of an UPDATE)."""
+
+    when: str
+    action: str
+    condition: ax.Node | None
+    values: tuple[tuple[str, ax.Node], ...]
+
+
+def arrow_program(plan: BucketPlan, clauses: list[MergeClause]) -> list[ClauseProgram] | None:
+    """The clauses as :class:`ClauseProgram`, or None if any expression is beyond
+    :mod:`.arrowexpr` or any value would need a cast Spark does differently (Spark then
+    evaluates them, and reports whatever is wrong with them)."""
+    table = plan.table
+    scope = ax.Scope.of_types({dml.TARGET_ALIAS: plan.t_type, dml.SOURCE_ALIAS: pa.struct(list(plan.source_schema))})
+    out = []
+    try:
+        for c in clauses:
+            cond = ax.parse(c.condition) if c.condition else None
+            if cond is not None and not pa.types.is_boolean(ax.type_of(cond, scope)):
+                return None
+            values = []
+            if c.action != "delete":
+                for col in table.all_columns:
+                    if col.name in c.assignments:
+                        node = ax.parse(c.assignments[col.name])
+                    elif c.action == "update":
+                        node = ax.Node("col", value=(dml.TARGET_ALIAS, col.name))
+                    elif c.assignments:
+                        node = ax.Node("lit", value=(None, "null"))
+                    else:                                       # INSERT *
+                        node = ax.Node("col", value=(dml.SOURCE_ALIAS, col.name))
+                    if not _castable(ax.type_of(node, scope), col.type.to_arrow()):
+                        return None
+                    values.append((col.name, node))
+            out.append(ClauseProgram(c.when, c.action, cond, tuple(values)))
+    except ax.Unsupported:
+        return None
+    return out
+
+
+def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+    """Casts that Arrow does exactly as Spark assigns (``dml._typed``); others are Spark's."""
+    if source.equals(target) or pa.types.is_null(source):
+        return True
+    if pa.types.is_integer(source):
+        return pa.types.is_integer(target) or pa.types.is_floating(target)
+    if pa.types.is_float32(source):
+        return pa.types.is_float64(target)
+    if pa.types.is_date32(source):
+        return pa.types.is_timestamp(target)
+    return (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_string(target)
+
+
+def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram]):  # type: ignore[no-untyped-def]
+    location = plan.table.spec.location
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = afs.filesystem_for(location)
+        snap = ValidWriteIdList.parse(plan.snapshot)
+        files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), Placement.LOCAL)
+        for group, source in _tasks(batches):
+            for events in _apply(plan.table, program, _join(fs, plan, snap, group, source), group.bucket):
+                files.add(events)
+        out = files.close()
+        if out:
+            yield stats_batch(out)
+
+    return run
+
+
+def _apply(table: Table, program: list[ClauseProgram], j: Joined, bucket: int) -> Iterator[pa.RecordBatch]:
+    """The events of one group: each joined row takes the first clause whose scope and
+    condition hold (SQL order), as ``dml.merge_events`` decides in Spark."""
+    n = len(j)
+    if not n:
+        return
+    in_t = j.in_t.to_numpy(zero_copy_only=False)
+    in_s = j.in_s.to_numpy(zero_copy_only=False)
+    scopes = {"matched": in_t & in_s, "not_matched": ~in_t & in_s, "not_matched_by_source": in_t & ~in_s}
+    t = pa.StructArray.from_arrays(j.t.flatten(), fields=list(j.t.type))        # NULL fields where no row
+    s = pa.StructArray.from_arrays(j.s.flatten(), fields=list(j.s.type))
+    choice = np.full(n, -1, dtype=np.int32)
+    for i, c in enumerate(program):
+        cand = scopes[c.when] & (choice < 0)
+        if c.condition is not None and cand.any():
+            holds = _broadcast(ax.evaluate(c.condition, ax.Scope({dml.TARGET_ALIAS: t, dml.SOURCE_ALIAS: s})), n)
+            cand &= pc.fill_null(holds, False).to_numpy(zero_copy_only=False)
+        choice[cand] = i
+    part_names = table.partition_names
+    for i, c in enumerate(program):
+        sel = np.flatnonzero(choice == i)
+        if not len(sel):
+            continue
+        code = {"update": UPDATE, "delete": DELETE, "insert": INSERT}[c.action]
+        idx = pa.array(sel)
+        m = len(sel)
+        common = {ACTION: pa.array([code] * m, pa.string()), BUCKET: pa.array(np.full(m, bucket, dtype=np.int32))}
+        if c.action in ("update", "delete"):
+            old = t.take(idx)
+            yield pa.RecordBatch.from_pydict({
+                **{p: old.field(p) for p in part_names}, ROW_ID_COLUMN: j.rid.take(idx),
+                KIND: pa.array([DELETE] * m, pa.string()), **common})
+        if c.action in ("update", "insert"):
+            sub = ax.Scope({dml.TARGET_ALIAS: t.take(idx), dml.SOURCE_ALIAS: s.take(idx)})
+            cols = {}
+            for name, node in c.values:
+                target = table.column(name).type.to_arrow()
+                v = _broadcast(ax.evaluate(node, sub), m)
+                cols[name] = v if v.type.equals(target) else v.cast(target)
+            yield pa.RecordBatch.from_pydict({**cols, **common})
+
+
+def _broadcast(v: pa.Array | pa.Scalar, n: int) -> pa.Array:
+    if isinstance(v, pa.Scalar):
+        return pa.array([v.as_py()] * n, v.type)
+    return v

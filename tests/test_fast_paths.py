@@ -1,0 +1,157 @@
+"""The paths that make statements fast give the answers of the general ones: loads whose tasks
+each write their own statement's files (no shuffle), MERGE bucket by bucket with the clauses in
+Arrow or in Spark, against MERGE by Spark joins; tables they wrote read back, compact and read
+back again."""
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tablerows import read_rows
+
+from airflow_hive_acid.acid.bucket_codec import decode_bucket, decode_statement
+from airflow_hive_acid.acid.bucketing import bucket_id
+from airflow_hive_acid.compactor import Compactor
+from airflow_hive_acid.spark import merge as merge_mod
+from airflow_hive_acid.spark.launcher import JobFailed
+from airflow_hive_acid.statements import LOAD_STATEMENT_IDS
+
+pytestmark = pytest.mark.spark
+
+
+def _parquet(path: Path, **cols) -> dict:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(cols), path, row_group_size=50)
+    return {"path": str(path)}
+
+
+def _rows(runner, table, tmp_path) -> list[dict]:
+    out = tmp_path / "read.jsonl"
+    runner.read(table, {"output": str(out), "with_row_id": True})
+    return sorted((json.loads(x) for x in out.read_text().splitlines()), key=lambda r: (r["id"] is None, r["id"] or 0))
+
+
+def test_load_tasks_write_their_own_statements(runner, in_process, tmp_path, warehouse, monkeypatch):
+    """A bucketed load split over several tasks: each task's rows under its own statement id,
+    every row in Hive's bucket; the table reads, compacts and reads the same."""
+    monkeypatch.setattr("airflow_hive_acid.spark.load.TARGET_TASK_BYTES", 1)     # one task per row group
+    ms = runner.ms
+    ms.catalog.create_table("db.facts", "id bigint, v string", partitioned_by="ds string", bucketed_by="id",
+                            buckets=4)
+    n = 400
+    src = _parquet(tmp_path / "load" / "part-0.parquet", id=list(range(n)), v=[f"v{i}" for i in range(n)],
+                   ds=["d1" if i % 3 else "d2" for i in range(n)])
+    _parquet(tmp_path / "load" / "part-1.parquet", id=list(range(n, 2 * n)), v=["w"] * n, ds=["d1"] * n)
+    res = runner.run("insert", "db.facts", {"source": {"path": str(Path(src["path"]).parent), "format": "parquet"}})
+    assert res.manifest.rows_inserted == 2 * n and res.statement_id == 0
+    rows = _rows(runner, "db.facts", tmp_path)
+    assert [r["id"] for r in rows] == list(range(2 * n))
+    statements = {decode_statement(r["ROW__ID"]["bucketId"]) for r in rows}
+    assert len(statements) > 1 and statements <= {0} | set(range(4096 - LOAD_STATEMENT_IDS, 4096))
+    for r in rows:
+        assert decode_bucket(r["ROW__ID"]["bucketId"]) == bucket_id((r["id"],), ["bigint"], 4)
+    part = warehouse / "db.db" / "facts" / "ds=d1"
+    deltas = sorted(p.name for p in part.iterdir() if p.name.startswith("delta_"))
+    assert deltas[0] == "delta_0000001_0000001_0000" and len(deltas) == len(statements)
+    # a second statement of the same kind in one txn gets the next statement id, not one of these
+    txn = ms.txns.open_txn()
+    second = runner.run("insert", "db.facts", {"source": _parquet(tmp_path / "more.parquet", id=[5000], v=["x"],
+                                                                  ds=["d1"])}, txn_id=txn, statement_key="b")
+    assert second.statement_id == 0                 # its own write id: counting starts again
+    ms.txns.commit_txn(txn)
+    before = read_rows(ms, "db.facts")
+    c = Compactor(ms, in_process)
+    for p in ("ds=d1", "ds=d2"):
+        assert c.run_worker(cq_id=c.compact("db.facts", p, "major")["id"]).state == "ready for cleaning"
+    c.clean(table="db.facts")
+    after = read_rows(ms, "db.facts")
+    key = lambda r: r["id"]  # noqa: E731
+    assert sorted(after, key=key) == sorted(before, key=key) and len(after) == 2 * n + 1
+
+
+def test_unbucketed_load_writes_one_file_per_task(runner, tmp_path, warehouse, monkeypatch):
+    monkeypatch.setattr("airflow_hive_acid.spark.load.TARGET_TASK_BYTES", 1)
+    runner.ms.catalog.create_table("db.plain", "id bigint, v string")
+    src = _parquet(tmp_path / "p.parquet", id=list(range(300)), v=["a"] * 300)
+    runner.run("insert", "db.plain", {"source": src})
+    delta = warehouse / "db.db" / "plain" / "delta_0000001_0000001_0000"
+    files = sorted(p.name for p in delta.iterdir() if p.name.startswith("bucket_"))
+    assert len(files) > 1 and files[0] == "bucket_00000"
+    assert [r["id"] for r in _rows(runner, "db.plain", tmp_path)] == list(range(300))
+
+
+CLAUSES = ["WHEN MATCHED AND s.op = 'D' THEN DELETE",
+           "WHEN MATCHED AND t.v <> s.v THEN UPDATE SET v = s.v, n = t.n + s.n",
+           "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT *"]
+
+
+def _merge_table(runner, tmp_path, name: str, partitioned: bool) -> str:
+    ms = runner.ms
+    ms.catalog.create_table(name, "id bigint, v string, n int", partitioned_by="ds string" if partitioned else None,
+                            bucketed_by="id", buckets=3)
+    cols = {"id": list(range(60)), "v": [f"v{i % 7}" for i in range(60)], "n": [i if i % 5 else None for i in range(60)]}
+    if partitioned:
+        cols["ds"] = ["a" if i % 2 else "b" for i in range(60)]
+    runner.run("insert", name, {"source": _parquet(tmp_path / f"{name}-init.parquet", **cols)})
+    return name
+
+
+def _changes(tmp_path: Path, partitioned: bool) -> dict:
+    ids = [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 70, 71, 72, None]
+    cols = {"id": ids, "v": ["v0", "x", "v2", "y", "z", "v1", "w", "q", "v6", "r", "new", "new", "gone", "nokey"],
+            "n": [1, 2, None, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+            "op": ["U", "U", "D", "U", "D", "U", "U", "U", "U", "U", "I", "I", "D", "I"]}
+    if partitioned:
+        cols["ds"] = ["b", "a", "b", "a", "a", "b", "a", "a", "b", "a", "a", "b", "a", "a"]
+    return _parquet(tmp_path / f"changes-{partitioned}.parquet", **cols)
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_bucketwise_merge_equals_the_spark_join(runner, tmp_path, monkeypatch, partitioned):
+    """The same MERGE three ways: bucket by bucket with the clauses in Arrow, bucket by bucket
+    with the clauses in Spark, and by Spark joins: the same rows, ROW__IDs apart."""
+    on = ["id", "ds"] if partitioned else ["id"]
+    src = _changes(tmp_path, partitioned)
+    results = {}
+    used = []
+    real_arrow, real_program, real_source = merge_mod.run_in_arrow, merge_mod.arrow_program, merge_mod.source_rows
+    monkeypatch.setattr(merge_mod, "run_in_arrow", lambda *a, **k: used.append("arrow") or real_arrow(*a, **k))
+    for way in ("arrow", "bucketwise-spark", "spark-join"):
+        if way == "bucketwise-spark":
+            monkeypatch.setattr(merge_mod, "arrow_program", lambda *a, **k: None)
+        if way == "spark-join":
+            monkeypatch.setattr(merge_mod, "source_rows", lambda *a, **k: None)
+        table = _merge_table(runner, tmp_path, f"db.m_{way.replace('-', '_')}_{int(partitioned)}", partitioned)
+        res = runner.run("merge", table, {"source": src, "on": on, "clauses": CLAUSES})
+        results[way] = ([{k: v for k, v in r.items() if k != "ROW__ID"} for r in _rows(runner, table, tmp_path)],
+                        (res.manifest.rows_inserted, res.manifest.rows_updated, res.manifest.rows_deleted))
+    monkeypatch.setattr(merge_mod, "arrow_program", real_program)
+    monkeypatch.setattr(merge_mod, "source_rows", real_source)
+    assert used == ["arrow"]
+    assert results["arrow"] == results["bucketwise-spark"] == results["spark-join"]
+    rows, counts = results["arrow"]
+    by_id = {r["id"]: r for r in rows}
+    assert counts == (3, 5, 2) and 2 not in by_id and 5 not in by_id and 72 not in by_id
+    assert by_id[1]["v"] == "x" and by_id[1]["n"] == 3 and by_id[3]["n"] == 7 and by_id[0]["n"] is None
+    assert by_id[70]["v"] == "new" and by_id[None]["v"] == "nokey", "a NULL key matches nothing: inserted"
+
+
+def test_bucketwise_merge_refuses_two_source_rows_for_one_target_row(runner, tmp_path):
+    table = _merge_table(runner, tmp_path, "db.dup", False)
+    src = _parquet(tmp_path / "dup.parquet", id=[4, 4], v=["a", "b"], n=[1, 2], op=["U", "U"])
+    with pytest.raises(JobFailed, match="cardinality violation"):
+        runner.run("merge", table, {"source": src, "on": ["id"], "clauses": CLAUSES[1:2]})
+    assert len(_rows(runner, table, tmp_path)) == 60
+
+
+def test_bucketwise_merge_not_matched_by_source(runner, tmp_path):
+    table = _merge_table(runner, tmp_path, "db.nmbs", False)
+    src = _parquet(tmp_path / "keep.parquet", id=[1, 2, 3, 100], v=["a", "b", "c", "d"], n=[1, 2, 3, 4],
+                   op=["U"] * 4)
+    res = runner.run("merge", table, {"source": src, "on": ["id"], "clauses": [
+        "WHEN MATCHED THEN UPDATE SET v = s.v", "WHEN NOT MATCHED THEN INSERT *",
+        "WHEN NOT MATCHED BY SOURCE AND t.id >= 10 THEN DELETE"]})
+    got = {r["id"]: r["v"] for r in _rows(runner, table, tmp_path)}
+    assert sorted(got) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100] and got[2] == "b" and got[5] == "v5"
+    assert (res.manifest.rows_updated, res.manifest.rows_inserted, res.manifest.rows_deleted) == (3, 1, 50)
