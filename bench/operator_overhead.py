@@ -1,12 +1,14 @@
-"""Overhead of an ``AcidMergeOperator`` task beyond its Spark job: the task's wall time minus the
-wall time of the spark-submit it runs (the peer: the same job run bare, as SparkSubmitOperator
-would run it). The difference is the transaction life cycle — open + write id, lock, snapshot,
-statement id, heartbeat thread, spec and manifest files, commit with write stats.
+"""Small statements from Airflow: the wall time of an ``AcidMergeOperator`` task (1,000 changes,
+half updates, half inserts, into a 100,000-row table), an ``AcidUpdateOperator`` and an
+``AcidDeleteOperator`` of a few rows, next to a bare ``spark-submit`` of an empty PySpark job
+measured in the same run (the peer: what any Spark task costs), plain and with the same JVM
+start options the jobs use. Also the task's time beyond its spark-submit: the transaction life
+cycle (open + write id, lock, snapshot, statement id, heartbeat thread, spec and manifest files,
+commit with write stats).
 
     python bench/operator_overhead.py [--rounds 3] [--backends sqlite,postgres]
 
-Each round MERGEs 1,000 changes (half updates, half inserts) into a 100,000-row table through
-real spark-submit. Prints a table, writes bench/results/operator_overhead.json.
+Prints tables, writes bench/results/operator_overhead.json.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +34,13 @@ from common import print_table, write_results
 
 from airflow_hive_acid.hooks.spark import AcidSparkHook
 from airflow_hive_acid.metastore import Metastore
-from airflow_hive_acid.operators import AcidInsertOperator, AcidMergeOperator
+from airflow_hive_acid.operators import (
+    AcidDeleteOperator,
+    AcidInsertOperator,
+    AcidMergeOperator,
+    AcidUpdateOperator,
+)
+from airflow_hive_acid.spark.launcher import FastJvm, job_env, spark_submit_binary
 
 PG = os.environ.get("HIVE_ACID_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 
@@ -57,6 +66,26 @@ def context(task_id: str, run: str) -> dict:
     return {"ti": ti, "outlet_events": defaultdict(lambda: SimpleNamespace(extra={}))}
 
 
+EMPTY_JOB = "from pyspark.sql import SparkSession\nSparkSession.builder.getOrCreate().stop()\n"
+
+
+def bare_submit(work: Path, fast: bool) -> float:
+    """Seconds of ``spark-submit`` of an empty PySpark job (``local[*]``), plain or with the
+    driver JVM options of hive-acid's jobs."""
+    script = work / "empty_job.py"
+    script.write_text(EMPTY_JOB)
+    jvm = FastJvm() if fast else None
+    conf = jvm.conf({"spark.ui.enabled": "false"}) if jvm else {"spark.ui.enabled": "false"}
+    cmd = [spark_submit_binary(), "--master", "local[*]"]
+    for k, v in conf.items():
+        cmd += ["--conf", f"{k}={v}"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd + [str(script)], env=job_env(), check=True, capture_output=True)
+    if jvm:
+        jvm.finish()
+    return time.perf_counter() - t0
+
+
 def run_backend(name: str, url: str, work: Path, rounds: int) -> list[dict]:
     os.environ["HIVE_ACID_METASTORE"] = url
     ms = Metastore.initialize(url, warehouse=str(work / f"wh-{name}"))
@@ -72,18 +101,25 @@ def run_backend(name: str, url: str, work: Path, rounds: int) -> list[dict]:
         changes = work / f"changes-{r}.parquet"
         pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": [f"r{r}"] * len(ids),
                                  "n": pa.array([r] * len(ids), pa.int64())}), changes)
-        op = AcidMergeOperator(task_id="merge", table="bench.dim", source=str(changes), on="id",
-                               clauses=["WHEN MATCHED THEN UPDATE SET v = s.v, n = s.n",
-                                        "WHEN NOT MATCHED THEN INSERT *"])
-        hook = TimedSparkHook()
-        op.__dict__["spark_hook"] = hook
-        t0 = time.perf_counter()
-        res = op.execute(context("merge", f"{name}-{r}"))
-        task_s = time.perf_counter() - t0
-        assert (res["rows_updated"], res["rows_inserted"]) == (500, 500), res
-        out.append({"backend": name, "round": r + 1, "task_s": round(task_s, 3),
-                    "spark_submit_s": round(hook.submit_s[0], 3), "job_in_jvm_s": round(hook.job_s[0], 3),
-                    "overhead_s": round(task_s - hook.submit_s[0], 3)})
+        few = f"id in ({start + 1000}, {start + 1001}, {start + 1002})"
+        tasks = [
+            ("merge", AcidMergeOperator(task_id="merge", table="bench.dim", source=str(changes), on="id",
+                                        clauses=["WHEN MATCHED THEN UPDATE SET v = s.v, n = s.n",
+                                                 "WHEN NOT MATCHED THEN INSERT *"]), (500, 500, 0)),
+            ("update", AcidUpdateOperator(task_id="update", table="bench.dim", set="n = n + 1", where=few),
+             (0, 3, 0)),
+            ("delete", AcidDeleteOperator(task_id="delete", table="bench.dim", where=few), (0, 0, 3)),
+        ]
+        for kind, op, expect in tasks:
+            hook = TimedSparkHook()
+            op.__dict__["spark_hook"] = hook
+            t0 = time.perf_counter()
+            res = op.execute(context(kind, f"{name}-{r}"))
+            task_s = time.perf_counter() - t0
+            assert (res["rows_inserted"], res["rows_updated"], res["rows_deleted"]) == expect, res
+            out.append({"backend": name, "round": r + 1, "statement": kind, "task_s": round(task_s, 3),
+                        "spark_submit_s": round(hook.submit_s[0], 3), "job_in_jvm_s": round(hook.job_s[0], 3),
+                        "overhead_s": round(task_s - hook.submit_s[0], 3)})
     ms.close()
     return out
 
@@ -110,13 +146,26 @@ def main() -> None:
                 finally:
                     with psycopg.connect(PG, autocommit=True) as c:
                         c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        bare = {"plain": [bare_submit(work, False) for _ in range(args.rounds)],
+                "fast JVM": [bare_submit(work, True) for _ in range(args.rounds)]}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print_table(rows, ["backend", "round", "task_s", "spark_submit_s", "job_in_jvm_s", "overhead_s"])
-    summary = {b: round(statistics.median(r["overhead_s"] for r in rows if r["backend"] == b), 3)
-               for b in {r["backend"] for r in rows}}
-    print(f"median overhead of the AcidMergeOperator task beyond its spark-submit: {summary}")
-    print(f"results: {write_results('operator_overhead', {'rounds': rows, 'median_overhead_s': summary})}")
+    bare_med = {k: round(statistics.median(v), 3) for k, v in bare.items()}
+    for r in rows:
+        r["vs_bare"] = round(r["task_s"] / bare_med["plain"], 2)
+        r["vs_bare_fast_jvm"] = round(r["task_s"] / bare_med["fast JVM"], 2)
+    print_table(rows, ["backend", "round", "statement", "task_s", "vs_bare", "vs_bare_fast_jvm", "spark_submit_s",
+                       "job_in_jvm_s", "overhead_s"])
+    print(f"bare spark-submit of an empty PySpark job, median of {args.rounds}: {bare_med}")
+    summary = {}
+    for b in sorted({r["backend"] for r in rows}):
+        for kind in ("merge", "update", "delete"):
+            sel = [r for r in rows if r["backend"] == b and r["statement"] == kind]
+            summary[f"{b} {kind}"] = {"task_s": round(statistics.median(r["task_s"] for r in sel), 3),
+                                      "vs_bare": round(statistics.median(r["vs_bare"] for r in sel), 2),
+                                      "overhead_s": round(statistics.median(r["overhead_s"] for r in sel), 3)}
+    print_table([{"what": k, **v} for k, v in summary.items()], ["what", "task_s", "vs_bare", "overhead_s"])
+    print(f"results: {write_results('operator_overhead', {'rounds': rows, 'bare_submit_s': bare, 'summary': summary})}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +56,7 @@ from .write import (
     Statement,
     TaskFiles,
     _no_stage,
+    group_rows,
     partition_name,
     publish,
     stats_batch,
@@ -70,27 +71,44 @@ def run_merge(spark: SparkSession, stmt: Statement, snapshot: SnapshotSpec, sour
               stage: Stage = _no_stage) -> list[PartitionStats]:
     """Run the MERGE of ``stmt``: plan ("plan"), write ("write") and publish ("publish")."""
     table = stmt.table
-    with stage("plan"):
-        keys, needed = dml.merge_plan(table, on, clauses)
-        kinds = {c.when for c in clauses}
-        rows = source_rows(spark, table, source, keys, clauses) if keys is not None else None
-        plan = plan_buckets(table, snapshot, rows, keys, needed, kinds, exclude) if rows is not None else None
-        program = arrow_program(plan, clauses) if plan is not None else None
-        if plan is None:
-            events = dml.merge_events(table, dml.spark_join(spark, table, snapshot, dml.load_source(spark, source),
-                                                            on, keys, needed, kinds, exclude), clauses)
-        elif program is None:
-            events = dml.merge_events(table, joined_rows(spark, plan), clauses)
-    if program is not None:
-        return run_in_arrow(spark, stmt, plan, program, stage)
-    return write_statement(spark, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (), stage)
+    fs, _ = table.fs_and_root
+    source_dir = stmt.staging("merge-source")
+    try:
+        with stage("plan"):
+            keys, needed = dml.merge_plan(table, on, clauses)
+            kinds = {c.when for c in clauses}
+            rows = source_rows(spark, table, source, keys, clauses) if keys is not None else None
+            plan = (plan_buckets(table, snapshot, rows, keys, needed, kinds, exclude, source_dir)
+                    if rows is not None else None)
+            program = arrow_program(plan, clauses) if plan is not None else None
+            if plan is None:
+                events = dml.merge_events(table, dml.spark_join(spark, table, snapshot, dml.load_source(spark, source),
+                                                                on, keys, needed, kinds, exclude), clauses)
+            elif program is None:
+                events = dml.merge_events(table, joined_rows(spark, plan), clauses)
+        if program is not None:
+            return run_in_arrow(spark, stmt, plan, program, stage)
+        return write_statement(spark, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (),
+                               stage)
+    finally:
+        if afs.exists(fs, source_dir):
+            fs.delete_dir(source_dir)
+
+
+@dataclass
+class Source:
+    """A MERGE source read on the driver: its schema (Spark's types) and its batches."""
+
+    schema: pa.Schema
+    batches: Iterable[pa.RecordBatch]
 
 
 def source_rows(spark: SparkSession, table: Table, source: SourceSpec, keys: list[str],
-                clauses: list[MergeClause]) -> pa.Table | None:
-    """The source's rows as Arrow, with Spark's types, if this MERGE can run bucket by bucket;
+                clauses: list[MergeClause]) -> Source | None:
+    """The source as Arrow batches, with Spark's types, if this MERGE can run bucket by bucket;
     else None (not bucketed, keys not covering the bucket and partition columns, an INSERT
-    that sets those columns from anything but the same source column, or a large source)."""
+    that sets those columns from anything but the same source column, or a large source).
+    Files are read a batch at a time, so the driver never holds the whole source."""
     spec = table.spec
     if not spec.num_buckets or spec.insert_only:
         return None
@@ -103,31 +121,37 @@ def source_rows(spark: SparkSession, table: Table, source: SourceSpec, keys: lis
             return None
     splits = load.load_splits(source)
     if splits is not None:
-        if sum(s.size for s in splits) > MAX_SOURCE_FILE_BYTES:
+        if not splits or sum(s.size for s in splits) > MAX_SOURCE_FILE_BYTES:
             return None
-        batches = [b for s in splits for b in load.read_split(s)]
-        rows = pa.Table.from_batches(batches, schema=load.source_schema(splits[0])) if splits else None
-        if rows is None:
-            return None
+        schema = load.source_schema(splits[0])
+        batches: Iterable[pa.RecordBatch] = (b for s in splits for b in load.read_split(s))
     else:
         df = dml.load_source(spark, source)
         if dml.estimated_bytes(df) > dml.BROADCAST_SOURCE_BYTES:
             return None
         rows = df.toArrow()
+        schema, batches = rows.schema, rows.to_batches()
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-    names = [n.lower() for n in rows.schema.names]
+    names = [n.lower() for n in schema.names]
     if len(set(names)) != len(names):
-        raise dml.DmlError(f"source columns {rows.schema.names} differ only in case")
+        raise dml.DmlError(f"source columns {schema.names} differ only in case")
     missing = [k for k in keys if k not in names]
     if missing:
         raise dml.DmlError(f"ON keys {missing} are not columns of the source")
-    rows = rows.rename_columns(names)
-    return rows.cast(to_arrow_schema(from_arrow_schema(rows.schema)))     # as Spark would hand them over
+    spark_schema = to_arrow_schema(from_arrow_schema(pa.schema([f.with_name(n) for f, n in zip(schema, names)])))
+
+    def as_spark(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            if b.num_rows:       # as Spark would hand them over
+                yield pa.RecordBatch.from_arrays(b.columns, names=names).cast(spark_schema)
+
+    return Source(spark_schema, as_spark(batches))
 
 
 @dataclass
 class BucketPlan:
-    """The bucket groups a MERGE acts on, each with the source rows that hash to it."""
+    """The bucket groups a MERGE acts on, each with the source rows that hash to it (record
+    batches in the Arrow IPC files of ``source_dir``)."""
 
     table: Table
     keys: list[str]
@@ -135,7 +159,8 @@ class BucketPlan:
     kinds: set[str]
     snapshot: str                       # the ValidWriteIdList the target is read at
     source_schema: pa.Schema
-    tasks: list[tuple[str, bytes]]      # (bucket group as JSON, its source rows as Arrow IPC)
+    source_dir: str
+    tasks: list[tuple[str, str]]        # (bucket group as JSON, [[file, batch], ...] of its source rows)
 
     @property
     def how(self) -> str:
@@ -148,58 +173,46 @@ class BucketPlan:
 
     def task_frame(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame(spark.sparkContext.parallelize(self.tasks, max(1, len(self.tasks))),
-                                     "task string, source binary")
+                                     "task string, source string")
 
 
-def plan_buckets(table: Table, snapshot: SnapshotSpec, source: pa.Table, keys: list[str], needed: list[str],
-                 kinds: set[str], exclude: tuple[int, frozenset[int]]) -> BucketPlan:
+def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: list[str], needed: list[str],
+                 kinds: set[str], exclude: tuple[int, frozenset[int]], source_dir: str) -> BucketPlan:
     """One task per (partition, bucket) group that can act: the source's groups, and every
-    target group when unmatched target rows can act."""
+    target group when unmatched target rows can act. Each source batch is written to
+    ``source_dir`` as one IPC file, one record batch per group it holds rows of."""
     spec = table.spec
-    key_values = {}
-    for k in keys:
-        target = table.column(k).type
-        try:
-            key_values[k] = source.column(k).combine_chunks().cast(target.to_arrow())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise dml.DmlError(f"ON key {k!r}: source values cannot be compared with {target}: {exc}") from None
+    fs, _ = afs.filesystem_for(table.spec.location)
     types = [str(table.column(c).type) for c in spec.bucket_columns]
-    buckets = bucket_ids([key_values[c] for c in spec.bucket_columns], types, spec.num_buckets,
-                         spec.bucketing_version)
-    parts = np.zeros(source.num_rows, dtype=np.int64)
-    part_names = [""]
-    if table.partition_columns:
-        combos = pa.table({c.name: key_values[c.name] for c in table.partition_columns})
-        codes: dict[tuple, int] = {}
-        rows_codes = []
-        for row in zip(*(combos.column(i).to_pylist() for i in range(combos.num_columns))):
-            rows_codes.append(codes.setdefault(row, len(codes)))
-        parts = np.asarray(rows_codes, dtype=np.int64)
-        part_names = [partition_name(table, list(row)) for row in codes]
-    # source rows of each (partition, bucket)
-    group_key = parts * (spec.num_buckets + 1) + buckets
-    order = np.argsort(group_key, kind="stable")
-    sorted_keys = group_key[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_keys)) + 1] if len(order) else np.array([], dtype=np.int64)
-    ends = np.r_[starts[1:], len(order)] if len(order) else starts
-    slices: dict[tuple[str, int], np.ndarray] = {}
-    for a, b in zip(starts, ends):
-        k = int(sorted_keys[a])
-        slices[(part_names[k // (spec.num_buckets + 1)], k % (spec.num_buckets + 1))] = order[a:b]
+    slices: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    fs.create_dir(source_dir, recursive=True)
+    for n, batch in enumerate(source.batches):
+        key_values = {}
+        for k in keys:
+            target = table.column(k).type
+            try:
+                key_values[k] = batch.column(batch.schema.get_field_index(k)).cast(target.to_arrow())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise dml.DmlError(f"ON key {k!r}: source values cannot be compared with {target}: {exc}") from None
+        buckets = pa.array(bucket_ids([key_values[c] for c in spec.bucket_columns], types, spec.num_buckets,
+                                      spec.bucketing_version).astype(np.int32))
+        name = f"batch-{n:05d}.arrow"
+        with fs.open_output_stream(afs.join(source_dir, name)) as out, \
+                pa.ipc.new_file(out, source.schema) as writer:
+            groups = group_rows(batch, [key_values[c.name] for c in table.partition_columns] + [buckets])
+            for i, (values, rows) in enumerate(groups):
+                slices.setdefault((partition_name(table, values[:-1]), int(values[-1])), []).append((name, i))
+                writer.write_batch(rows)
     # target groups: of the source's partitions only, unless unmatched target rows can act
     everything = "not_matched_by_source" in kinds
     parts_wanted = None if everything or not table.partition_columns else sorted({p for p, _ in slices})
     plan = plan_scan(table, snapshot, parts_wanted, exclude) if parts_wanted != [] else None
     groups = {(g.partition, g.bucket): g for g in plan.groups} if plan is not None else {}
     wanted = list(groups) if everything else list(slices)
-    tasks = []
-    for part, bucket in sorted(wanted):
-        g = groups.get((part, bucket), BucketGroup(part, bucket))
-        idx = slices.get((part, bucket))
-        tasks.append((json.dumps(g.to_dict()), _ipc(source.take(pa.array(idx)) if idx is not None
-                                                    else source.schema.empty_table())))
+    tasks = [(json.dumps(groups.get(k, BucketGroup(*k)).to_dict()), json.dumps(slices.get(k, [])))
+             for k in sorted(wanted)]
     snap_text = (plan.snapshot if plan is not None else ValidWriteIdList.parse(snapshot.valid_write_ids)).to_string()
-    return BucketPlan(table, keys, needed, kinds, snap_text, source.schema, tasks)
+    return BucketPlan(table, keys, needed, kinds, snap_text, source.schema, source_dir, tasks)
 
 
 def joined_rows(spark: SparkSession, plan: BucketPlan) -> DataFrame:
@@ -236,13 +249,6 @@ def _joined_schema(table: Table, needed: list[str], source: pa.Schema) -> T.Stru
         T.StructField(dml.TARGET_ALIAS, t, True), T.StructField(dml.RID, ROW_ID_SPARK, True),
         T.StructField(dml.IN_TARGET, T.BooleanType(), True), T.StructField(dml.SOURCE_ALIAS, s, True),
         T.StructField(dml.IN_SOURCE, T.BooleanType(), True), T.StructField(BUCKET, T.IntegerType(), False)])
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 @dataclass
@@ -294,10 +300,16 @@ def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: 
     return Joined(t.take(ti), rid.take(ti), ti.is_valid(), s.take(si), si.is_valid())
 
 
-def _tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[BucketGroup, pa.Table]]:
+def _tasks(fs: pafs.FileSystem, plan: BucketPlan,
+           batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[BucketGroup, pa.Table]]:
+    """Each task's bucket group and its source rows, read from the plan's IPC files."""
     for b in batches:
         for raw, src in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-            yield BucketGroup.from_dict(json.loads(raw)), pa.ipc.open_stream(src).read_all()
+            parts = []
+            for name, i in json.loads(src):
+                with fs.open_input_file(afs.join(plan.source_dir, name)) as f:
+                    parts.append(pa.ipc.open_file(f).get_batch(i))
+            yield BucketGroup.from_dict(json.loads(raw)), pa.Table.from_batches(parts, schema=plan.source_schema)
 
 
 def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
@@ -306,7 +318,7 @@ def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(location)
         snap = ValidWriteIdList.parse(plan.snapshot)
-        for group, source in _tasks(batches):
+        for group, source in _tasks(fs, plan, batches):
             j = _join(fs, plan, snap, group, source)
             if len(j):
                 yield pa.RecordBatch.from_arrays(
@@ -381,7 +393,7 @@ def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[C
         fs, _ = afs.filesystem_for(location)
         snap = ValidWriteIdList.parse(plan.snapshot)
         files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), Placement.LOCAL)
-        for group, source in _tasks(batches):
+        for group, source in _tasks(fs, plan, batches):
             for events in _apply(plan.table, program, _join(fs, plan, snap, group, source), group.bucket):
                 files.add(events)
         out = files.close()

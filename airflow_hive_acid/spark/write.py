@@ -104,11 +104,12 @@ class Statement:
         sid = self.statement_id if statement_id is None else statement_id
         return delta_name(self.write_id, self.write_id, sid, delete=kind == DELETE)
 
-    def staging(self) -> str:
-        """A fresh staging directory for one attempt of this statement."""
+    def staging(self, purpose: str = "files") -> str:
+        """A fresh staging directory for one attempt of this statement (the cleaner finds what a
+        killed attempt left by its ``txn_<id>_`` prefix)."""
         _, root = self.table.fs_and_root
-        return afs.join(root, afs.STAGING_DIR,
-                        f"txn_{self.txn_id}_w{self.write_id}_s{self.statement_id}_{uuid.uuid4().hex[:8]}")
+        return afs.join(root, afs.STAGING_DIR, f"txn_{self.txn_id}_w{self.write_id}_s{self.statement_id}_"
+                                               f"{purpose}_{uuid.uuid4().hex[:8]}")
 
 
 def event_schema(table: Table) -> T.StructType:
