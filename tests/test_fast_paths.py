@@ -145,7 +145,7 @@ def test_bucketwise_merge_refuses_two_source_rows_for_one_target_row(runner, tmp
     assert len(_rows(runner, table, tmp_path)) == 60
 
 
-def test_bucketwise_merge_not_matched_by_source(runner, tmp_path):
+def test_bucketwise_merge_not_matched_by_source(runner, in_process, tmp_path):
     table = _merge_table(runner, tmp_path, "db.nmbs", False)
     src = _parquet(tmp_path / "keep.parquet", id=[1, 2, 3, 100], v=["a", "b", "c", "d"], n=[1, 2, 3, 4],
                    op=["U"] * 4)
@@ -155,3 +155,32 @@ def test_bucketwise_merge_not_matched_by_source(runner, tmp_path):
     got = {r["id"]: r["v"] for r in _rows(runner, table, tmp_path)}
     assert sorted(got) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100] and got[2] == "b" and got[5] == "v5"
     assert (res.manifest.rows_updated, res.manifest.rows_inserted, res.manifest.rows_deleted) == (3, 1, 50)
+    # what the bucket-wise MERGE wrote compacts and reads the same
+    c = Compactor(runner.ms, in_process)
+    for kind in ("minor", "major"):
+        assert c.run_worker(cq_id=c.compact(table, type=kind)["id"]).state == "ready for cleaning"
+        assert {r["id"]: r["v"] for r in _rows(runner, table, tmp_path)} == got
+
+
+def test_fast_jvm_archive_is_made_once_then_reused(tmp_path, monkeypatch):
+    """The first job dumps the driver's class archive under a temporary name; once it ends that
+    becomes the archive every later job maps; without a writable cache nothing is added."""
+    from airflow_hive_acid.spark.launcher import FastJvm
+
+    monkeypatch.setenv("HIVE_ACID_CACHE_DIR", str(tmp_path / "cache"))
+    first = FastJvm()
+    conf = first.conf({"spark.driver.extraJavaOptions": "-Dmine=1"})
+    opts = conf["spark.driver.extraJavaOptions"]
+    assert opts.startswith("-Dmine=1 -XX:ArchiveClassesAtExit=") and "-XX:TieredStopAtLevel=1" in opts
+    dumped = Path(opts.split("-XX:ArchiveClassesAtExit=")[1].split()[0])
+    dumped.write_bytes(b"archive")                     # what the JVM writes as it exits
+    first.finish()
+    assert first.archive.read_bytes() == b"archive" and not dumped.exists()
+    again = FastJvm().conf({})["spark.driver.extraJavaOptions"]
+    assert again.startswith(f"-XX:SharedArchiveFile={first.archive} ")
+    monkeypatch.setenv("HIVE_ACID_FAST_JVM", "0")
+    assert FastJvm().conf({"a": "b"}) == {"a": "b"}
+    monkeypatch.setenv("HIVE_ACID_FAST_JVM", "1")
+    monkeypatch.setenv("HIVE_ACID_CACHE_DIR", "/proc/no-such-cache")
+    assert FastJvm().conf({"a": "b"}) == {"a": "b"}
+    assert FastJvm("cluster").conf({"a": "b"}) == {"a": "b"}, "a driver elsewhere gets nothing"

@@ -236,3 +236,19 @@ def test_add_write_components_feed_conflicts_and_abort_cleanup(clocked):
     with m.store.read() as conn:
         kept = conn.execute(select(txn_components.c.tc_partition).where(txn_components.c.tc_txnid == b)).all()
     assert [r[0] for r in kept] == ["ds=2"], "an aborted txn's components stay for the cleaner"
+
+
+def test_statement_ids_count_on_and_extra_ids_come_from_the_top(ms):
+    """A load's writer tasks each need a statement id: the statement keeps its dense id, the
+    extra ones come from the top of the 0..4095 range, and a retry gets the same ids back."""
+    ms.catalog.create_table("db.t", "id bigint")
+    txn, _ = ms.txns.begin_write(["db.t"])
+    assert ms.txns.statement_id(txn, "db.t", "a") == 0
+    assert ms.txns.statement_ids(txn, "db.t", "load", 3) == [1, 4095, 4094]
+    assert ms.txns.statement_id(txn, "db.t", "b") == 2, "statements keep counting 0, 1, 2"
+    assert ms.txns.statement_ids(txn, "db.t", "load", 3) == [1, 4095, 4094], "a retry gets its ids back"
+    assert ms.txns.statement_ids(txn, "db.t", "more", 2) == [3, 4093]
+    with pytest.raises(InvalidInputError, match="no 4090 statement ids left"):
+        ms.txns.statement_ids(txn, "db.t", "huge", 4090)
+    with pytest.raises(InvalidInputError, match="statement key"):
+        ms.txns.statement_ids(txn, "db.t", "bad\x1fkey")
