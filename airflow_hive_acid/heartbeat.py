@@ -6,13 +6,12 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
+from .errors import HeartbeatLost
 from .metastore import Metastore, NoSuchObjectError, TxnAbortedError
 
+__all__ = ["HeartbeatLost", "Heartbeater"]
+
 log = logging.getLogger(__name__)
-
-
-class HeartbeatLost(RuntimeError):
-    """The metastore refused a heartbeat: the txn was aborted (timed out, or by someone else)."""
 
 
 class Heartbeater:

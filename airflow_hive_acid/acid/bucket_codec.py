@@ -3,25 +3,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import AcidError
+from .errors import AcidInputError
 
 MAX_BUCKET_ID = 4095
 MAX_STATEMENT_ID = 4095
 _V1 = 1 << 29
 
 
-class BucketCodecError(AcidError):
+class BucketCodecError(AcidInputError):
     """A bucket property out of range or of an unknown codec version."""
 
 
 def encode_v1(bucket_id: int, statement_id: int = 0) -> int:
-    """``(1 << 29) | bucketId << 16 | max(0, statementId)`` as Hive 3+ writes it."""
+    """``(1 << 29) | bucketId << 16 | statementId`` as Hive 3+ writes it; statement id -1 (none
+    given) is written as 0 and anything below it is refused, as Hive's ``BucketCodec.V1`` does."""
     if not 0 <= bucket_id <= MAX_BUCKET_ID:
         raise BucketCodecError(f"bucket id {bucket_id} out of range 0..{MAX_BUCKET_ID}")
-    statement_id = max(0, statement_id)
-    if statement_id > MAX_STATEMENT_ID:
-        raise BucketCodecError(f"statement id {statement_id} out of range 0..{MAX_STATEMENT_ID}")
-    return _V1 | (bucket_id << 16) | statement_id
+    if not -1 <= statement_id <= MAX_STATEMENT_ID:
+        raise BucketCodecError(f"statement id {statement_id} out of range -1..{MAX_STATEMENT_ID}")
+    return _V1 | (bucket_id << 16) | max(0, statement_id)
 
 
 def version(prop: int) -> int:

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .errors import AcidError
+from .errors import AcidInputError
 from .types import HiveType, parse_type
 
 __all__ = [
@@ -77,7 +77,7 @@ HIVE_MURMUR3_SEED = 104729  # Murmur3.DEFAULT_SEED
 HiveTypeLike = str | HiveType
 
 
-class BucketingError(AcidError):
+class BucketingError(AcidInputError):
     """Bad input to the bucketing hash: bucket count, version, value or column mismatch."""
 
 

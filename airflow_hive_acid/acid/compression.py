@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .errors import AcidError
+from .errors import AcidInputError
 
 ORC_COMPRESS_PROPERTY = "orc.compress"
 # ZSTD when unset: smaller files than ZLIB (Hive's default) and about twice as fast to write;
@@ -13,7 +13,7 @@ DEFAULT_TABLE_COMPRESSION = "ZSTD"
 TABLE_COMPRESSIONS = {"ZLIB": "zlib", "ZSTD": "zstd", "SNAPPY": "snappy", "LZ4": "lz4", "NONE": "uncompressed"}
 
 
-class CompressionError(AcidError):
+class CompressionError(AcidInputError):
     """An ``orc.compress`` value no writer here knows."""
 
 

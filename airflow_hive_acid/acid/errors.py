@@ -1,5 +1,10 @@
 """Errors of the format layer."""
+from ..errors import HiveAcidError, InvalidInputError
 
 
-class AcidError(ValueError):
+class AcidError(HiveAcidError, ValueError):
     """Base of every error raised by ``airflow_hive_acid.acid``: bad names, strings, files."""
+
+
+class AcidInputError(AcidError, InvalidInputError):
+    """A name, string, value or schema that breaks the format's rules (bad input)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import AcidError
+from .errors import AcidInputError
 from .writeids import LONG_MIN
 
 BASE_PREFIX = "base_"
@@ -28,7 +28,7 @@ _BUCKET_RE = re.compile(r"^bucket_([0-9]+)(?:_([0-9]+))?$")
 _ORIGINAL_RE = re.compile(r"^([0-9]+)_([0-9]+)(?:_copy_([0-9]+))?$")
 
 
-class NameError_(AcidError):
+class NameError_(AcidInputError):
     """A name that is not a valid ACID directory or file name."""
 
 

@@ -6,14 +6,14 @@ partition value must never steer a write outside its table directory.
 """
 from __future__ import annotations
 
-from .errors import AcidError
+from .errors import AcidInputError
 
 # Characters Hive's FileUtils.escapePathName escapes (besides control characters).
 _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
 
-class PartitionSpecError(AcidError):
+class PartitionSpecError(AcidInputError):
     """A malformed partition spec or an unsafe partition value."""
 
 
@@ -85,8 +85,9 @@ def parse_part_name(name: str, columns: list[str] | None = None) -> dict[str, st
     return spec
 
 
-def parse_spec_text(text: str, columns: list[str]) -> str:
-    """A user's ``ds=2024-01-01,hr=03`` spec -> canonical partition name ``ds=2024-01-01/hr=03``."""
+def parse_spec(text: str) -> dict[str, str]:
+    """A user's ``ds=2024-01-01,hr=03`` spec -> ``{"ds": "2024-01-01", "hr": "03"}``; a column
+    named twice is refused (it would silently pick one value)."""
     items = [p for p in text.split(",") if p.strip()]
     if not items:
         raise PartitionSpecError("empty partition spec")
@@ -99,4 +100,9 @@ def parse_spec_text(text: str, columns: list[str]) -> str:
         if col in spec:
             raise PartitionSpecError(f"partition column {col!r} given twice in {text!r}")
         spec[col] = value.strip()
-    return make_part_name(columns, spec)
+    return spec
+
+
+def parse_spec_text(text: str, columns: list[str]) -> str:
+    """A user's ``ds=2024-01-01,hr=03`` spec -> canonical partition name ``ds=2024-01-01/hr=03``."""
+    return make_part_name(columns, parse_spec(text))

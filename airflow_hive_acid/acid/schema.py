@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .errors import AcidError
+from .errors import AcidInputError
 from .types import Column, HiveType
 
 OPERATION = "operation"
@@ -26,7 +26,7 @@ DELETE_OPERATION = 2
 ROW_ID_FIELDS = (("writeId", pa.int64()), ("bucketId", pa.int32()), ("rowId", pa.int64()))
 
 
-class SchemaMismatchError(AcidError):
+class SchemaMismatchError(AcidInputError):
     """A data file or input whose schema does not match the table's."""
 
 

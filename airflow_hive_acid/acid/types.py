@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import AcidError
+from .errors import AcidInputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,7 +25,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_IDENTIFIER_LENGTH = 128
 
 
-class TypeParseError(AcidError):
+class TypeParseError(AcidInputError):
     """A Hive type or column list that does not parse."""
 
 

@@ -10,14 +10,14 @@ import bisect
 import enum
 from dataclasses import dataclass, field
 
-from .errors import AcidError
+from .errors import AcidInputError
 
 LONG_MAX = 9223372036854775807
 LONG_MIN = -9223372036854775808
 _MIN_RANGE_LENGTH = 5  # Hive 4 writes runs of at least this many ids as "a-b"
 
 
-class SnapshotStringError(AcidError):
+class SnapshotStringError(AcidInputError):
     """A malformed ValidTxnList / ValidWriteIdList string."""
 
 
@@ -229,6 +229,9 @@ class ValidWriteIdList(_Exceptions):
         if table is not None and (table.count(".") != 1 or not all(table.split("."))):
             raise SnapshotStringError(f"malformed ValidWriteIdList {text!r}: table {table!r} is not db.table")
         hwm = _parse_long(parts[1], "high watermark", text)
+        if hwm < 0:
+            raise SnapshotStringError(f"malformed ValidWriteIdList {text!r}: high watermark {hwm} is below 0 "
+                                      "(a table without writes has high watermark 0)")
         min_open = _parse_long(parts[2], "min open write id", text)
         open_ids = _parse_id_list(parts[3], "open write id", text, False) if len(parts) > 3 else []
         aborted = _parse_id_list(parts[4], "aborted write id", text, False) if len(parts) > 4 else []
@@ -257,7 +260,14 @@ class ValidWriteIdList(_Exceptions):
 
 @dataclass(frozen=True)
 class ValidCompactorWriteIdList(ValidWriteIdList):
-    """Hive's ``ValidCompactorWriteIdList``: a range is ALL valid or NONE, never SOME."""
+    """Hive's ``ValidCompactorWriteIdList``: a range is ALL valid or NONE, never SOME. Ids above
+    the high watermark are dropped, as Hive's constructor drops them: the compactor never sees
+    them, and the string stays one its parser takes back."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "open_ids", tuple(i for i in self.open_ids if i <= self.high_watermark))
+        object.__setattr__(self, "aborted_ids", tuple(i for i in self.aborted_ids if i <= self.high_watermark))
+        super().__post_init__()
 
     def is_write_id_range_valid(self, lo: int, hi: int) -> RangeResponse:
         return RangeResponse.ALL if self.high_watermark >= hi else RangeResponse.NONE

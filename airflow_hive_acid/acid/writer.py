@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 
 from . import bucket_codec
 from .compression import DEFAULT_TABLE_COMPRESSION, TABLE_COMPRESSIONS
-from .errors import AcidError
+from .errors import AcidInputError
 from .fs import write_bytes
 from .orcfile import (
     HIVE_DELTA_STRIPE_SIZE,
@@ -33,7 +33,7 @@ DEFAULT_BASE_STRIPE_SIZE = 64 * 1024 * 1024
 DEFAULT_CODEC = TABLE_COMPRESSIONS[DEFAULT_TABLE_COMPRESSION]
 
 
-class AcidWriteError(AcidError):
+class AcidWriteError(AcidInputError):
     """Rows that cannot be written as asked (wrong columns, bad ids)."""
 
 

@@ -1,46 +1,33 @@
-"""Errors of the metastore. Each names what is wrong; the CLI prints them as they are."""
+"""Errors of the metastore. Each names what is wrong; the CLI prints them as they are. The kinds
+callers tell apart are the package's own (``airflow_hive_acid.errors``), re-exported here."""
 from __future__ import annotations
 
+from ..errors import (
+    HiveAcidError,
+    InvalidInputError,
+    NoSuchObjectError,
+    TableNotFoundError,
+    TxnAbortedError,
+    TxnError,
+    TxnTimedOutError,
+    WriteConflictError,
+)
 
-class MetastoreError(Exception):
-    """Base of every metastore error."""
+__all__ = ["MetastoreError", "NotInitializedError", "NoSuchObjectError", "TableNotFoundError", "AlreadyExistsError",
+           "InvalidInputError", "TxnError", "TxnAbortedError", "TxnTimedOutError", "WriteConflictError",
+           "TooManyOpenTxnsError", "LockTimeoutError", "CompactionError"]
+
+
+class MetastoreError(HiveAcidError):
+    """Base of the errors only the metastore raises."""
 
 
 class NotInitializedError(MetastoreError):
     """The metastore database has no schema yet (run ``hive-acid init``)."""
 
 
-class NoSuchObjectError(MetastoreError):
-    """Unknown database, table, partition, transaction, lock or compaction."""
-
-
 class AlreadyExistsError(MetastoreError):
     """A database or table that already exists."""
-
-
-class InvalidInputError(MetastoreError, ValueError):
-    """A bad identifier, partition spec, property or argument."""
-
-
-class TxnError(MetastoreError):
-    """A transaction that cannot do what was asked in its state."""
-
-
-class TxnAbortedError(TxnError):
-    """The transaction was aborted (the reason is in the message and in ``reason``)."""
-
-    def __init__(self, message: str, txn_id: int, reason: str | None):
-        super().__init__(message)
-        self.txn_id = txn_id
-        self.reason = reason
-
-
-class TxnTimedOutError(TxnAbortedError):
-    """The transaction stopped heartbeating for longer than ``txn_timeout`` and was aborted."""
-
-
-class WriteConflictError(TxnAbortedError):
-    """Another transaction committed an update/delete of the same partition first."""
 
 
 class TooManyOpenTxnsError(TxnError):
