@@ -11,13 +11,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .acid.errors import AcidError
 from .acid.writeids import ValidWriteIdList
+from .errors import HiveAcidError
 from .metastore import (
     CompactionState,
     CompactionType,
     Metastore,
-    MetastoreError,
     WriteStat,
 )
 from .metastore.db import default_url
@@ -25,7 +24,7 @@ from .metastore.db import default_url
 NO_VAL = "---"
 
 
-class CliError(Exception):
+class CliError(HiveAcidError):
     """A usage problem found after parsing (bad key=value etc.)."""
 
 
@@ -61,6 +60,8 @@ def _kv(items: Sequence[str] | None, what: str) -> dict[str, str]:
         if "=" not in item:
             raise CliError(f"{what} {item!r} is not key=value")
         k, v = item.split("=", 1)
+        if k.strip() in out:
+            raise CliError(f"{what} {k.strip()!r} given twice")
         out[k.strip()] = v.strip()
     return out
 
@@ -252,9 +253,10 @@ def cmd_housekeeper(args: argparse.Namespace) -> None:
 # -- compaction (initiator, worker, cleaner; Spark jobs for the files) -------------------------------
 def _compactor(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .compactor import Compactor
-    from .spark.launcher import LocalSubmitter
+    from .jobs import LocalSubmitter
     log = (lambda line: print(line, file=sys.stderr)) if getattr(args, "verbose", False) else (lambda line: None)
-    return Compactor(_ms(args), LocalSubmitter(master=getattr(args, "master", None), log=log))
+    return Compactor(_ms(args), LocalSubmitter(master=getattr(args, "master", None), log=log,
+                                               deploy_mode=getattr(args, "deploy_mode", None)))
 
 
 def cmd_compact(args: argparse.Namespace) -> None:
@@ -281,12 +283,18 @@ INITIATOR_COLUMNS = [("Table", "table"), ("Partition", "partition"), ("Decision"
 
 def cmd_initiator(args: argparse.Namespace) -> None:
     from .compactor import Compactor
-    decisions = [d.to_dict() for d in Compactor(_ms(args), _no_submit).initiate(table=args.table)]
+    decisions = [d.to_dict() for d in Compactor(_ms(args), _NoSubmit()).initiate(table=args.table)]
     emit(args, decisions, lambda: print_table(decisions, INITIATOR_COLUMNS))
 
 
-def _no_submit(spec, _path):  # type: ignore[no-untyped-def]
-    raise CliError(f"the initiator runs no Spark job (asked for {spec.job})")
+class _NoSubmit:
+    """The initiator's ``submit``: it decides from the metastore alone and runs no Spark job."""
+
+    def __call__(self, spec):  # type: ignore[no-untyped-def]
+        raise CliError(f"the initiator runs no Spark job (asked for {spec.job})")
+
+    def kill(self) -> None:
+        pass
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
@@ -314,24 +322,21 @@ def cmd_cleaner(args: argparse.Namespace) -> None:
 
 # -- data commands (each runs a Spark job in its own transaction) ----------------------------------
 def _runner(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .spark.launcher import LocalSubmitter
+    from .jobs import LocalSubmitter
     from .statements import StatementRunner
     log = (lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None)
-    return StatementRunner(_ms(args), LocalSubmitter(master=args.master, log=log), agent_info="hive-acid cli")
+    return StatementRunner(_ms(args), LocalSubmitter(master=args.master, log=log, deploy_mode=args.deploy_mode),
+                           agent_info="hive-acid cli")
 
 
-def _source(args: argparse.Namespace) -> dict:
-    from .statements import source_args
-    if not args.source and not getattr(args, "source_table", None):
-        raise CliError("give --source PATH (or --source-table DB.TABLE)")
-    return source_args(_ms(args), path=args.source, format=args.format, options=_kv(args.option, "--option"),
-                       table=getattr(args, "source_table", None))
-
-
-def _partition_dict(text: str | None) -> dict[str, str] | None:
-    if not text:
-        return None
-    return _kv(text.split(","), "--partition")
+def _source(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .jobs import SourceSpec
+    from .statements import table_source
+    if bool(args.source) == bool(getattr(args, "source_table", None)):
+        raise CliError("give --source PATH or --source-table DB.TABLE (one of them)")
+    if args.source:
+        return SourceSpec(path=args.source, format=args.format, options=_kv(args.option, "--option"))
+    return table_source(_ms(args), args.source_table)
 
 
 def _report(args: argparse.Namespace, result) -> None:  # type: ignore[no-untyped-def]
@@ -343,43 +348,46 @@ def _report(args: argparse.Namespace, result) -> None:  # type: ignore[no-untype
 
 
 def cmd_insert(args: argparse.Namespace) -> None:
-    _report(args, _runner(args).run("insert", args.table, {
-        "source": _source(args), "overwrite": args.overwrite, "partition": _partition_dict(args.partition)}))
+    from .acid.partitions import parse_spec
+    from .jobs import Insert
+    partition = parse_spec(args.partition) if args.partition else None
+    _report(args, _runner(args).run(Insert(source=_source(args), overwrite=args.overwrite, partition=partition),
+                                    args.table))
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
-    _report(args, _runner(args).run("delete", args.table, {"where": args.where}))
+    from .jobs import Delete
+    _report(args, _runner(args).run(Delete(where=args.where), args.table))
 
 
 def cmd_update(args: argparse.Namespace) -> None:
-    from .spark.protocol import parse_assignments
+    from .jobs import Update, parse_assignments
     sets: dict[str, str] = {}
     for item in args.set:
-        sets.update(parse_assignments(item))
-    _report(args, _runner(args).run("update", args.table, {"set": sets, "where": args.where}))
+        for col, expr in parse_assignments(item).items():
+            if col in sets:
+                raise CliError(f"column {col!r} assigned twice")
+            sets[col] = expr
+    _report(args, _runner(args).run(Update(set=sets, where=args.where), args.table))
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
-    from .spark.protocol import parse_merge_clause
-    clauses = [parse_merge_clause(c).__dict__ for c in (args.clause or [])]
-    if not clauses:
+    from .jobs import Merge
+    if not args.clause:
         raise CliError("give at least one --clause, e.g. --clause 'WHEN MATCHED THEN UPDATE SET v = s.v' "
                        "--clause 'WHEN NOT MATCHED THEN INSERT *'")
     keys = [k.strip().lower() for k in ",".join(args.on or []).split(",") if k.strip()]
     on: list[str] | str = args.on_expr if args.on_expr else keys
-    _report(args, _runner(args).run("merge", args.table, {"source": _source(args), "on": on, "clauses": clauses}))
+    _report(args, _runner(args).run(Merge(source=_source(args), on=on, clauses=list(args.clause)),
+                                    args.table))
 
 
 def cmd_read(args: argparse.Namespace) -> None:
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="hive-acid-read-") as tmp:
-        out = f"{tmp}/rows.jsonl"
-        read_args = {"output": out, "limit": args.limit, "partition": args.partition, "where": args.where,
-                     "columns": [c.strip().lower() for c in args.columns.split(",")] if args.columns else None,
-                     "with_row_id": args.row_id, "order_by": args.order_by.split(",") if args.order_by else None}
-        _runner(args).read(args.table, read_args, at_write_id=args.at_write_id)
-        with open(out) as fh:
-            rows = [json.loads(line) for line in fh]
+    from .jobs import Read
+    request = Read(limit=args.limit, partition=args.partition, where=args.where,
+                   columns=[c.strip().lower() for c in args.columns.split(",")] if args.columns else None,
+                   with_row_id=args.row_id, order_by=args.order_by.split(",") if args.order_by else None)
+    rows = _runner(args).read_rows(args.table, request, at_write_id=args.at_write_id)
     if args.json:
         for r in rows:
             print(json.dumps(r, default=str))
@@ -583,6 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _spark_opts(s: argparse.ArgumentParser) -> None:
     """Options of every command that runs a Spark job."""
     s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
+    s.add_argument("--deploy-mode", choices=["client", "cluster"],
+                   help="where the Spark driver runs (spark-submit's --deploy-mode; default client)")
     s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
 
 
@@ -680,12 +690,11 @@ def _data_parsers(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .spark.launcher import JobFailed
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         args.fn(args)
-    except (MetastoreError, AcidError, CliError, JobFailed, ValueError, OSError) as exc:
+    except (HiveAcidError, ValueError, OSError) as exc:
         print(f"hive-acid: error: {exc}", file=sys.stderr)
         return 1
     return 0

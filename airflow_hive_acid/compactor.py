@@ -1,6 +1,6 @@
 """Compaction end to end: initiator, worker, cleaner and manual ``ALTER TABLE ... COMPACT``.
 
-The worker follows Hive 4's (``hive-acid-format.md`` §5.2): claim a request, open its own
+The worker follows Hive 4's (``docs/format.md``, compaction): claim a request, open its own
 COMPACTION txn, SHARED_READ-lock the partition, compact every write id below the lowest open
 one (the compactor ValidWriteIdList), run the Spark job with the txn heartbeating, record the
 output, mark the request ``ready for cleaning`` and commit. Any failure aborts the txn (its
@@ -14,13 +14,12 @@ Like ``statements.py``, it imports neither pyspark nor Airflow: ``submit`` runs 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .heartbeat import Heartbeater
+from .jobs import Clean, CleanOutput, Compact, CompactOutput, JobSpec, SnapshotSpec, Submit, run_job
 from .metastore import (
     CompactionState,
     CompactionType,
@@ -29,12 +28,12 @@ from .metastore import (
     LockType,
     Metastore,
     NoSuchObjectError,
+    TableInfo,
     TxnState,
     TxnType,
 )
 from .metastore.initiator import InitiatorDecision, default_initiator_id
-from .spark.protocol import JobSpec, Manifest, SnapshotSpec
-from .statements import Submit, table_spec
+from .statements import table_spec
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +88,11 @@ class Compactor:
     (LocalSubmitter in the CLI and tests, the Airflow hook's own in operators)."""
 
     def __init__(self, metastore: Metastore, submit: Submit, *, worker_id: str | None = None,
-                 work_dir: str | None = None, heartbeat_interval: float | None = None):
+                 heartbeat_interval: float | None = None):
         self.ms = metastore
         self.submit = submit
         self.worker_id = worker_id or default_initiator_id()
-        self.work_dir = work_dir
         self.heartbeat_interval = heartbeat_interval
-        self.on_lost = None
-        if hasattr(submit, "kill"):
-            def on_lost(_reason: str) -> None:   # the compactor txn is gone: stop writing for it
-                submit.kill()  # type: ignore[attr-defined]
-            self.on_lost = on_lost
 
     # -- initiator ------------------------------------------------------------------------------
     def initiate(self, *, table: str | None = None) -> list[InitiatorDecision]:
@@ -136,25 +129,26 @@ class Compactor:
             cwl = snap.valid_write_ids.for_compactor()
             res.highest_write_id = cwl.high_watermark
             self.ms.compactions.set_compactor_txn(req.id, txn, cwl.high_watermark)
-            spec = JobSpec(job="compact", table=table_spec(info),
-                           snapshot=SnapshotSpec(snap.valid_txns.to_string(), cwl.to_string()), manifest_path="",
-                           txn_id=txn, write_id=cwl.high_watermark,
-                           args={"partition": req.partition, "type": req.type.name.lower(), "compaction_id": req.id})
-            manifest = self._submit(spec, txn)
+            request = Compact(type=req.type.name.lower(), partition=req.partition, compaction_id=req.id)
+            spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), cwl.to_string()),
+                           request=request, txn_id=txn, write_id=cwl.high_watermark)
+            request.validate(spec.table)
+            manifest = run_job(self.submit, spec, Heartbeater(self.ms, txn, self.heartbeat_interval,
+                                                              lambda _reason: self.submit.kill()))
             if manifest.spark_app_id:
                 self.ms.compactions.set_spark_app_id(req.id, manifest.spark_app_id)
-            self._fill(res, manifest)
-            r = manifest.result
-            if not r.get("compacted"):
-                garbage = r.get("obsolete_before") or r.get("aborted_before")
+            r = manifest.output
+            assert isinstance(r, CompactOutput), f"a compact job answered {type(r).__name__}"
+            res.input, res.output, res.rows, res.delete_events = list(r.input), list(r.output), r.rows, r.delete_events
+            res.bytes, res.spark_app_id = manifest.bytes_written, manifest.spark_app_id
+            if not r.compacted:
                 self.ms.txns.commit_txn(txn)
-                if garbage:    # nothing to merge, but something to clean: on to the cleaner
+                if r.obsolete_before or r.aborted_before:    # nothing to merge, but something to clean
                     self.ms.compactions.mark_compacted(req.id)
                     res.state = CompactionState.READY_FOR_CLEANING.label
                     return res
-                return self._refuse(res, f"None of the compaction thresholds met: {r.get('reason')}")
-            p = manifest.partitions[0] if manifest.partitions else None
-            output = p.counts() if p else {}
+                return self._refuse(res, f"None of the compaction thresholds met: {r.reason}")
+            output = manifest.partitions[0] if manifest.partitions else None
             self.ms.compactions.mark_compacted(req.id, output)   # then commit, as Hive does
             self.ms.txns.commit_txn(txn)
             res.state = CompactionState.READY_FOR_CLEANING.label
@@ -185,25 +179,13 @@ class Compactor:
         except Exception:
             log.exception("could not mark compaction %s failed", cq_id)
 
-    @staticmethod
-    def _fill(res: WorkerResult, m: Manifest) -> None:
-        r = m.result
-        res.input = list(r.get("input") or [])
-        res.output = list(r.get("output") or [])
-        res.rows = int(r.get("rows") or 0)
-        res.delete_events = int(r.get("delete_events") or 0)
-        res.bytes = m.bytes_written
-        res.spark_app_id = m.spark_app_id
-
-    def _submit(self, spec: JobSpec, txn_id: int | None) -> Manifest:
-        with tempfile.TemporaryDirectory(prefix="hive-acid-job-", dir=self.work_dir) as tmp:
-            spec.manifest_path = os.path.join(tmp, "manifest.json")
-            spec_path = os.path.join(tmp, "spec.json")
-            spec.save(spec_path)
-            if txn_id is None:
-                return self.submit(spec, spec_path)
-            with Heartbeater(self.ms, txn_id, self.heartbeat_interval, self.on_lost):
-                return self.submit(spec, spec_path)
+    def _clean_job(self, info: TableInfo, snapshot: SnapshotSpec, request: Clean) -> CleanOutput:
+        """Run a cleaning job outside any txn (it deletes only what no snapshot can see)."""
+        spec = JobSpec(table=table_spec(info), snapshot=snapshot, request=request)
+        request.validate(spec.table)
+        out = run_job(self.submit, spec).output
+        assert isinstance(out, CleanOutput), f"a clean job answered {type(out).__name__}"
+        return out
 
     # -- cleaner --------------------------------------------------------------------------------
     def clean(self, *, table: str | None = None) -> list[CleanResult]:
@@ -231,22 +213,19 @@ class Compactor:
             return res
         snap = self.ms.txns.snapshot(name)
         cleaner = snap.valid_write_ids.for_cleaner(c.highest_write_id or 0)
-        spec = JobSpec(job="clean", table=table_spec(info),
-                       snapshot=SnapshotSpec(snap.valid_txns.to_string(), cleaner.to_string()), manifest_path="",
-                       args={"mode": "compaction", "partitions": res.partitions,
-                             "highest_write_id": c.highest_write_id or 0, "compaction_id": c.id})
+        request = Clean(mode="compaction", partitions=res.partitions, highest_write_id=c.highest_write_id or 0,
+                        compaction_id=c.id)
         try:
-            r = self._submit(spec, None).result
+            r = self._clean_job(info, SnapshotSpec(snap.valid_txns.to_string(), cleaner.to_string()), request)
         except Exception as exc:  # noqa: BLE001 - stays ready for cleaning; the next run retries
             res.error = f"{type(exc).__name__}: {exc}"[:4000]
             self.ms.compactions.set_cleaner_error(c.id, f"cleaner failed, will retry: {res.error}")
             res.state = CompactionState.READY_FOR_CLEANING.label
             return res
-        res.deleted, res.remaining = list(r.get("deleted") or []), list(r.get("remaining") or [])
+        res.deleted, res.remaining = list(r.deleted), list(r.remaining)
         if res.remaining:
             res.error = (f"{len(res.remaining)} obsolete path(s) still present after cleaning: "
-                         f"{', '.join(res.remaining[:10])}"
-                         + (f"; errors: {r.get('errors')}" if r.get("errors") else ""))
+                         f"{', '.join(res.remaining[:10])}" + (f"; errors: {r.errors}" if r.errors else ""))
             self.ms.compactions.set_cleaner_error(c.id, res.error + "; will retry")
             res.state = CompactionState.READY_FOR_CLEANING.label
             return res
@@ -273,17 +252,14 @@ class Compactor:
             partitions = None if (scan_all or not info.is_partitioned) else sorted(parts)
             res = CleanResult("aborted", name, partitions)
             snap = self.ms.txns.snapshot(name)
-            spec = JobSpec(job="clean", table=table_spec(info),
-                           snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
-                           manifest_path="", args={"mode": "aborted", "partitions": partitions,
-                                                   "aborted_txns": txn_ids})
             try:
-                r = self._submit(spec, None).result
+                r = self._clean_job(info, SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
+                                    Clean(mode="aborted", partitions=partitions, aborted_txns=txn_ids))
             except Exception as exc:  # noqa: BLE001 - metadata stays; the next run retries
                 res.error = f"{type(exc).__name__}: {exc}"[:4000]
                 out.append(res)
                 continue
-            res.deleted, res.remaining = list(r.get("deleted") or []), list(r.get("remaining") or [])
+            res.deleted, res.remaining = list(r.deleted), list(r.remaining)
             if res.remaining:
                 res.error = f"{len(res.remaining)} aborted path(s) still present: {', '.join(res.remaining[:10])}"
             else:

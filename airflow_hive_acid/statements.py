@@ -6,17 +6,34 @@ Used by the CLI with a local spark-submit and by the Airflow hook with SparkSubm
 """
 from __future__ import annotations
 
+import json
 import logging
-import os
-import tempfile
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .acid import fs as afs
 from .acid.types import format_columns
 from .acid.writeids import ValidWriteIdList
+from .errors import InvalidInputError
 from .heartbeat import Heartbeater
+from .jobs import (
+    Delete,
+    Insert,
+    JobSpec,
+    Manifest,
+    Merge,
+    PartitionStats,
+    Read,
+    Request,
+    SnapshotSpec,
+    SourceSpec,
+    Submit,
+    TableSpec,
+    Update,
+    run_job,
+)
 from .metastore import (
     LockComponent,
     LockType,
@@ -27,14 +44,15 @@ from .metastore import (
     TxnType,
     WriteStat,
 )
-from .spark.protocol import JobSpec, Manifest, SnapshotSpec, SourceSpec, TableSpec, parse_merge_clause
 
 log = logging.getLogger(__name__)
 
-Submit = Callable[[JobSpec, str], Manifest]
+_OPERATION: dict[type[Request], Operation] = {Insert: Operation.INSERT, Delete: Operation.DELETE,
+                                              Update: Operation.UPDATE, Merge: Operation.UPDATE}
 
-_OPERATION = {"insert": Operation.INSERT, "delete": Operation.DELETE, "update": Operation.UPDATE,
-              "merge": Operation.UPDATE}
+# An INSERT into a bucketed table lets every writer task write its own delta, each under its own
+# statement id (no shuffle): this many ids are kept for it, so at most this many tasks write.
+LOAD_STATEMENT_IDS = 64
 
 
 def table_spec(info: TableInfo) -> TableSpec:
@@ -50,19 +68,12 @@ def writes_from_manifest(info: TableInfo, write_id: int, manifest: Manifest) -> 
             for p in manifest.partitions]
 
 
-def source_args(ms: Metastore, *, path: str | None = None, format: str | None = None,
-                options: dict[str, str] | None = None, table: str | None = None) -> dict[str, Any]:
-    """The ``source`` argument of INSERT / MERGE: files at ``path``, or another ACID table read
-    at its current snapshot."""
-    if bool(path) == bool(table):
-        raise ValueError("give exactly one source: a path (ORC/Parquet/CSV/JSON files) or an ACID table")
-    if table:
-        info = ms.catalog.get_table(table)
-        snap = ms.txns.snapshot(info.qualified_name)
-        return {"table": table_spec(info).__dict__,
-                "snapshot": {"valid_txns": snap.valid_txns.to_string(),
-                             "valid_write_ids": snap.valid_write_ids.to_string()}}
-    return {"path": path, "format": format, "options": dict(options or {})}
+def table_source(ms: Metastore, table: str) -> SourceSpec:
+    """Another ACID table as the source of an INSERT or MERGE, read at its current snapshot."""
+    info = ms.catalog.get_table(table)
+    snap = ms.txns.snapshot(info.qualified_name)
+    return SourceSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(),
+                                                                    snap.valid_write_ids.to_string()))
 
 
 @dataclass
@@ -86,35 +97,45 @@ class StatementResult:
                 "partitions": [p.partition for p in m.partitions], "spark_app_id": m.spark_app_id,
                 "job_seconds": round(m.seconds, 3), "stages": m.stages, "snapshot": self.snapshot}
 
+    @classmethod
+    def of_committed(cls, ms: Metastore, txn_id: int, table: str, statement_key: str) -> StatementResult:
+        """What a statement of a committed txn did, from the metastore's records: a retried task
+        whose earlier try committed reports the same things that try would have."""
+        partitions = [PartitionStats(partition=w.partition, **w.counts()) for w in ms.txns.writes_of(txn_id)
+                      if f"{w.db}.{w.table}" == table]
+        stmt = ms.txns.statement_of(txn_id, table, statement_key)
+        write_id = ms.txns.write_ids_of(txn_id).get(table, 0)
+        manifest = Manifest(job="replayed", write_id=write_id, statement_id=stmt[0] if stmt else 0,
+                            partitions=partitions)
+        snapshot = json.loads(stmt[1]) if stmt and stmt[1] else {}
+        return cls(table, txn_id, write_id, manifest.statement_id, True, manifest, snapshot)
+
 
 class StatementRunner:
     """Runs DML and read jobs against one metastore with a given way to submit Spark jobs."""
 
-    def __init__(self, metastore: Metastore, submit: Submit, *, work_dir: str | None = None,
-                 agent_info: str = "hive-acid", lock_wait: float | None = None,
-                 heartbeat_interval: float | None = None, on_lost: Callable[[str], None] | None = None):
+    def __init__(self, metastore: Metastore, submit: Submit, *, agent_info: str = "hive-acid",
+                 lock_wait: float | None = None, heartbeat_interval: float | None = None,
+                 on_lost: Callable[[str], None] | None = None):
         self.ms = metastore
         self.submit = submit
-        self.work_dir = work_dir
         self.agent_info = agent_info
         self.lock_wait = lock_wait
         self.heartbeat_interval = heartbeat_interval
         self.own_txn: int | None = None   # the txn this runner opened and has not ended yet
-        if on_lost is None and hasattr(submit, "kill"):
-            def on_lost(_reason: str) -> None:   # the txn is gone: stop the job writing for it
-                submit.kill()  # type: ignore[attr-defined]
-        self.on_lost = on_lost
+        self.on_lost = on_lost if on_lost is not None else (lambda _reason: submit.kill())
 
     # -- writes -----------------------------------------------------------------------------
-    def run(self, job: str, table: str, args: dict[str, Any], *, txn_id: int | None = None,
+    def run(self, request: Request, table: str, *, txn_id: int | None = None,
             statement_key: str = "default") -> StatementResult:
-        """Run ``job`` (insert, delete, update, merge) on ``table``. Without ``txn_id`` the
-        statement gets its own txn and commits it; with one it joins that txn and only records
-        its writes (whoever owns the txn commits)."""
-        if job not in _OPERATION:
-            raise ValueError(f"unknown DML job {job!r}; one of {sorted(_OPERATION)}")
+        """Run an INSERT, DELETE, UPDATE or MERGE on ``table``. Without ``txn_id`` the statement
+        gets its own txn and commits it; with one it joins that txn and only records its writes
+        (whoever owns the txn commits)."""
+        if type(request) not in _OPERATION:
+            raise InvalidInputError(f"{type(request).__name__} is not a statement; one of "
+                                    f"{sorted(t.__name__ for t in _OPERATION)}")
         info = self.ms.catalog.get_table(table)
-        _validate_args(job, info, args)
+        request.validate(table_spec(info))
         own = txn_id is None
         if own:
             txn_id, wids = self.ms.txns.begin_write([info.qualified_name], agent_info=self.agent_info)
@@ -124,45 +145,39 @@ class StatementRunner:
             write_id = self.ms.txns.allocate_write_id(txn_id, info.qualified_name)
         manifest: Manifest | None = None
         try:
-            ids = self.ms.txns.statement_ids(txn_id, info.qualified_name, statement_key,
-                                             _statement_count(job, info, args))
-            stmt = ids[0]
-            self._lock(txn_id, info, job, args)
+            self._lock(txn_id, info, request)
             snap = self.ms.txns.snapshot(info.qualified_name, txn_id=txn_id)
-            spec = JobSpec(job=job, table=table_spec(info),
+            ids = self.ms.txns.statement_ids(txn_id, info.qualified_name, statement_key,
+                                             _statement_count(request, info), snapshot=json.dumps(snap.to_dict()))
+            spec = JobSpec(table=table_spec(info),
                            snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
-                           manifest_path="", txn_id=txn_id, write_id=write_id, statement_id=stmt, args=args,
-                           extra_statement_ids=tuple(ids[1:]))
-            manifest = self._submit(spec, txn_id)
+                           request=request, txn_id=txn_id, write_id=write_id, statement_id=ids[0],
+                           extra_statement_ids=tuple(ids[1:]), shared_txn=not own)
+            manifest = self._run(spec, txn_id)
             writes = writes_from_manifest(info, write_id, manifest)
             if own:
                 self.ms.txns.commit_txn(txn_id, writes)
             else:
                 self.ms.txns.add_writes(txn_id, writes)
-            return StatementResult(info.qualified_name, txn_id, write_id, stmt, own, manifest, snap.to_dict())
+            return StatementResult(info.qualified_name, txn_id, write_id, ids[0], own, manifest, snap.to_dict())
         except BaseException as exc:
             if own:
-                self._abort_quietly(txn_id, f"{job} failed: {exc}"[:2000], info, write_id, manifest)
+                self._abort_quietly(txn_id, f"{request.job} failed: {exc}"[:2000], info, write_id, manifest)
             raise
         finally:
             self.own_txn = None
 
-    def _lock(self, txn_id: int, info: TableInfo, job: str, args: dict[str, Any]) -> None:
-        overwrite = job == "insert" and args.get("overwrite")
+    def _lock(self, txn_id: int, info: TableInfo, request: Request) -> None:
+        overwrite = isinstance(request, Insert) and request.overwrite
         lock_type = LockType.EXCL_WRITE if overwrite else LockType.SHARED_WRITE
         partition = ""
-        if args.get("partition") and info.is_partitioned:
-            partition = self.ms.catalog.partition_name(info, args["partition"])
-        self.ms.locks.lock([LockComponent(info.db, info.name, partition, lock_type, _OPERATION[job])], txn_id,
-                           wait=self.lock_wait, agent_info=self.agent_info)
+        if isinstance(request, Insert) and request.partition and info.is_partitioned:
+            partition = self.ms.catalog.partition_name(info, request.partition)
+        self.ms.locks.lock([LockComponent(info.db, info.name, partition, lock_type, _OPERATION[type(request)])],
+                           txn_id, wait=self.lock_wait, agent_info=self.agent_info)
 
-    def _submit(self, spec: JobSpec, txn_id: int) -> Manifest:
-        with tempfile.TemporaryDirectory(prefix="hive-acid-job-", dir=self.work_dir) as tmp:
-            spec.manifest_path = os.path.join(tmp, "manifest.json")
-            spec_path = os.path.join(tmp, "spec.json")
-            spec.save(spec_path)
-            with Heartbeater(self.ms, txn_id, self.heartbeat_interval, self.on_lost):
-                return self.submit(spec, spec_path)
+    def _run(self, spec: JobSpec, txn_id: int) -> Manifest:
+        return run_job(self.submit, spec, Heartbeater(self.ms, txn_id, self.heartbeat_interval, self.on_lost))
 
     def _abort_quietly(self, txn_id: int, reason: str, info: TableInfo, write_id: int,
                        manifest: Manifest | None) -> None:
@@ -175,11 +190,12 @@ class StatementRunner:
             log.exception("could not abort transaction %s", txn_id)
 
     # -- reads ------------------------------------------------------------------------------
-    def read(self, table: str, args: dict[str, Any], *, txn_id: int | None = None,
+    def read(self, table: str, request: Read, *, txn_id: int | None = None,
              at_write_id: int | None = None) -> Manifest:
         """Run a read job at a snapshot taken inside a txn (its own read-only one unless
         ``txn_id``), so the cleaner keeps every file the read needs until it ends."""
         info = self.ms.catalog.get_table(table)
+        request.validate(table_spec(info))
         own = txn_id is None
         if own:
             txn_id = self.ms.txns.open_txn(agent_info=self.agent_info, txn_type=TxnType.READ_ONLY)
@@ -191,10 +207,9 @@ class StatementRunner:
             wl = snap.valid_write_ids
             if at_write_id is not None:
                 wl = _as_of(wl, at_write_id)
-            spec = JobSpec(job="read", table=table_spec(info),
-                           snapshot=SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()),
-                           manifest_path="", txn_id=txn_id, args=args)
-            manifest = self._submit(spec, txn_id)
+            spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()),
+                           request=request, txn_id=txn_id)
+            manifest = self._run(spec, txn_id)
             if own:
                 self.ms.txns.commit_txn(txn_id)
             return manifest
@@ -206,13 +221,25 @@ class StatementRunner:
             self.own_txn = None
 
 
-# An INSERT into a bucketed table lets every writer task write its own delta, each under its own
-# statement id (no shuffle): this many ids are kept for it, so at most this many tasks write.
-LOAD_STATEMENT_IDS = 64
+    def read_rows(self, table: str, request: Read, *, txn_id: int | None = None,
+                  at_write_id: int | None = None) -> list[dict[str, Any]]:
+        """:meth:`read`, with the rows brought back: the job writes them as JSON lines under the
+        table's staging directory (its driver may run on another machine), and they are read and
+        removed here."""
+        info = self.ms.catalog.get_table(table)
+        path = afs.join(info.location, afs.STAGING_DIR, f"read_{uuid.uuid4().hex}.jsonl")
+        fs, p = afs.filesystem_for(path)
+        try:
+            self.read(table, replace(request, output=path), txn_id=txn_id, at_write_id=at_write_id)
+            with fs.open_input_stream(p) as f:
+                return [json.loads(line) for line in f.read().decode().splitlines() if line]
+        finally:
+            if afs.exists(fs, p):
+                fs.delete_file(p)
 
 
-def _statement_count(job: str, info: TableInfo, args: dict[str, Any]) -> int:
-    if job == "insert" and info.num_buckets and not args.get("overwrite"):
+def _statement_count(request: Request, info: TableInfo) -> int:
+    if isinstance(request, Insert) and info.num_buckets and not request.overwrite:
         return LOAD_STATEMENT_IDS
     return 1
 
@@ -220,37 +247,8 @@ def _statement_count(job: str, info: TableInfo, args: dict[str, Any]) -> int:
 def _as_of(wl: ValidWriteIdList, write_id: int) -> ValidWriteIdList:
     """The snapshot as of an older write id: everything above it invisible."""
     if write_id < 0 or write_id > wl.high_watermark:
-        raise ValueError(f"--at-write-id {write_id} is outside 0..{wl.high_watermark} (the table's high watermark)")
+        raise InvalidInputError(f"--at-write-id {write_id} is outside 0..{wl.high_watermark} "
+                                "(the table's high watermark)")
     open_ids = tuple(i for i in wl.open_ids if i <= write_id)
     aborted = tuple(i for i in wl.aborted_ids if i <= write_id)
     return ValidWriteIdList(write_id, open_ids, aborted, table=wl.table)
-
-
-def _validate_args(job: str, info: TableInfo, args: dict[str, Any]) -> None:
-    """Client-side checks that need no Spark: the job re-checks everything."""
-    if info.is_insert_only and job != "insert":
-        raise ValueError(f"{info.qualified_name} is an insert-only table: only INSERT is allowed")
-    if job in ("insert", "merge"):
-        source = SourceSpec.from_dict(args.get("source"))
-        if source is None:
-            raise ValueError(f"{job} needs a source")
-        if source.path and "://" not in source.path and not Path(source.path).exists():
-            raise ValueError(f"source {source.path} does not exist")
-    if job == "delete" and not (args.get("where") or "").strip():
-        raise ValueError("DELETE needs a WHERE condition (use 'true' to delete every row)")
-    if job == "update" and not args.get("set"):
-        raise ValueError("UPDATE needs SET assignments")
-    assigned = set(args.get("set") or {})
-    for clause in args.get("clauses") or []:
-        if isinstance(clause, str):
-            clause = parse_merge_clause(clause).__dict__
-        if clause.get("action") == "update":
-            assigned |= set(clause.get("assignments") or {})
-    for col in sorted(assigned):
-        name = str(col).strip().lower()
-        if name in {c.name for c in info.partition_columns}:
-            raise ValueError(f"cannot update partition column {name!r} of {info.qualified_name}: "
-                             "the row would move to another partition (DELETE and INSERT it instead)")
-        if name in info.bucket_columns:
-            raise ValueError(f"cannot update bucket column {name!r} of {info.qualified_name}: "
-                             "the row would move to another bucket (DELETE and INSERT it instead)")

@@ -14,7 +14,7 @@ COLUMNS = "id bigint, name string, amount double, qty int, category string"
 
 
 def _session():
-    from airflow_hive_acid.spark.launcher import job_env
+    from airflow_hive_acid.jobs.launcher import job_env
     os.environ.update({k: job_env()[k] for k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")})
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -30,8 +30,8 @@ def _session():
 def read_amplification(work: Path, rows: int) -> dict:
     from pyspark.sql import functions as F
 
+    from airflow_hive_acid.jobs.spec import SnapshotSpec
     from airflow_hive_acid.metastore import Metastore
-    from airflow_hive_acid.spark.protocol import SnapshotSpec
     from airflow_hive_acid.spark.runner import run_job
     from airflow_hive_acid.spark.scan import read_table
     from airflow_hive_acid.statements import StatementRunner, table_spec

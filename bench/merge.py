@@ -66,7 +66,7 @@ CLI = [sys.executable, "-m", "airflow_hive_acid.cli"]
 
 def warm_jvm(work: Path) -> None:
     """One tiny job first, so that the timed ones start from the driver's class archive, as every
-    job after a machine's first does (``spark/launcher.FastJvm``)."""
+    job after a machine's first does (``jobs/launcher.FastJvm``)."""
     home = work / "warm"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)

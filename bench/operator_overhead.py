@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import print_table, write_results
 
 from airflow_hive_acid.hooks.spark import AcidSparkHook
+from airflow_hive_acid.jobs.launcher import FastJvm, job_env, spark_submit_binary
 from airflow_hive_acid.metastore import Metastore
 from airflow_hive_acid.operators import (
     AcidDeleteOperator,
@@ -40,7 +41,6 @@ from airflow_hive_acid.operators import (
     AcidMergeOperator,
     AcidUpdateOperator,
 )
-from airflow_hive_acid.spark.launcher import FastJvm, job_env, spark_submit_binary
 
 PG = os.environ.get("HIVE_ACID_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 

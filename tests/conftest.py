@@ -104,7 +104,7 @@ def spark():
     """One local SparkSession for the in-process Spark tests (end-to-end tests use spark-submit)."""
     import sys
 
-    from airflow_hive_acid.spark.launcher import job_env
+    from airflow_hive_acid.jobs.launcher import job_env
     os.environ.update({k: v for k, v in job_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON",
                                                                     "PYSPARK_DRIVER_PYTHON")})
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -124,18 +124,21 @@ def spark():
 
 @pytest.fixture
 def in_process(spark):
-    """A submit function that runs job specs in the shared session instead of spark-submit."""
-    from airflow_hive_acid.spark.launcher import JobFailed
+    """A ``Submit`` that runs job specs in the shared session instead of spark-submit."""
+    from airflow_hive_acid.jobs import Manifest
     from airflow_hive_acid.spark.runner import run_job
 
-    def submit(spec, _spec_path):
-        m = run_job(spark, spec)
-        m.save(spec.manifest_path)
-        if not m.ok:
-            raise JobFailed(f"{spec.job} job failed: {m.error}", m)
-        return m
+    class InProcess:
+        def __call__(self, spec):
+            run_job(spark, spec).save(spec.manifest_path)     # the manifest's round trip, as spark-submit's
+            m = Manifest.load(spec.manifest_path)
+            m.raise_for_failure()
+            return m
 
-    return submit
+        def kill(self):
+            spark.sparkContext.cancelAllJobs()
+
+    return InProcess()
 
 
 @pytest.fixture

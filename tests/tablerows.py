@@ -1,7 +1,7 @@
 """Read a table's visible rows in-process with the reader the Spark tasks run (no JVM): how the
 tests check table contents after a job, a DAG run or a compaction."""
 from airflow_hive_acid.acid.reader import ReadRequest, read_bucket_group
-from airflow_hive_acid.spark.protocol import SnapshotSpec
+from airflow_hive_acid.jobs.spec import SnapshotSpec
 from airflow_hive_acid.spark.scan import Table, partition_values, plan_scan
 from airflow_hive_acid.statements import _as_of, table_spec
 

@@ -1,6 +1,7 @@
 """The DML operators through real spark-submit (AcidSparkHook over SparkSubmitHook): commit,
 XCom and Asset event; a retry that must not write again; a task killed mid-job (on_kill) and a
 task process killed outright (the housekeeper ends its txn)."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,6 +51,9 @@ def test_insert_commits_emits_event_and_a_retry_does_not_write_again(env, tmp_pa
 
     retry = AcidInsertOperator(task_id="load", table="s.t", source=path).execute(context("load", run_id="scheduled__1"))
     assert retry["replayed"] is True and retry["txn_id"] == out["txn_id"] and retry["rows_inserted"] == 5
+    assert set(retry) == set(out) | {"replayed"}, "a replayed task's XCom has the first run's shape"
+    assert {k: retry[k] for k in ("statement_id", "files", "bytes", "snapshot", "partitions", "write_id")} == {
+        k: out[k] for k in ("statement_id", "files", "bytes", "snapshot", "partitions", "write_id")}
     assert len(read_rows(ms, "s.t")) == 5                   # not applied twice
 
     merged = AcidMergeOperator(task_id="m", table="s.t", source=source(tmp_path, "b", [3, 4, 5, 6]), on="id",
@@ -100,8 +104,7 @@ def _run(op, ctx):
 def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_path):
     ms = env
     ms.set_setting("hive.txn.timeout", "3")
-    jobs = tmp_path / "jobtmp"
-    jobs.mkdir()
+    marker = f"spark.hive_acid.test_marker={tmp_path.name}"    # on the job's spark-submit command line
     script = textwrap.dedent(f"""
         from types import SimpleNamespace
         from collections import defaultdict
@@ -110,11 +113,16 @@ def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_pat
         AcidInsertOperator(task_id="x", table="s.t", source={source(tmp_path, "x", range(1000))!r}).execute(
             {{"ti": ti, "outlet_events": defaultdict(lambda: SimpleNamespace(extra={{}}))}})
     """)
-    task = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(jobs)},
+    task = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "HIVE_ACID_SPARK_CONF": marker},
                             start_new_session=True)
+
+    def job_pids():
+        out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
     try:
         _wait(lambda: ms.txns.find_txns("airflow:d.x.r"), what="the task's txn")
-        _wait(lambda: list(jobs.glob("hive-acid-job-*/spec.json")), what="the job spec")
+        _wait(job_pids, what="the job's spark-submit")
         time.sleep(3)
         os.killpg(task.pid, signal.SIGKILL)            # the worker dies: no on_kill, no abort
         task.wait(10)
@@ -126,4 +134,6 @@ def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_pat
         assert ms.txns.get_txn(txn.txn_id).reason == "timed out"
         assert read_rows(ms, "s.t") == []
     finally:
-        subprocess.run(["pkill", "-9", "-f", str(jobs)], check=False)   # the orphaned Spark job
+        for pid in job_pids():                          # the orphaned Spark job and what it started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)

@@ -12,7 +12,9 @@ import pyarrow.orc as po
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_hive_acid.acid.stats import WriteCounts
 from airflow_hive_acid.compactor import Compactor
+from airflow_hive_acid.jobs.spec import Compact, Delete, Insert, JobSpec, Read, SnapshotSpec, Update
 from airflow_hive_acid.metastore import (
     CompactionState,
     InvalidInputError,
@@ -25,7 +27,6 @@ from airflow_hive_acid.metastore import (
     WriteStat,
 )
 from airflow_hive_acid.spark import compact as compact_job
-from airflow_hive_acid.spark.protocol import JobSpec, SnapshotSpec
 from airflow_hive_acid.statements import StatementRunner, table_spec
 
 S = CompactionState
@@ -39,7 +40,7 @@ def source(tmp_path: Path, name: str, **cols) -> dict:
 
 def scan(runner, table, tmp_path, txn_id=None):
     out = tmp_path / f"read-{time.monotonic_ns()}.jsonl"
-    runner.read(table, {"output": str(out)}, txn_id=txn_id)
+    runner.read(table, Read.from_dict({"output": str(out)}), txn_id=txn_id)
     return sorted(json.dumps(json.loads(x), sort_keys=True) for x in out.read_text().splitlines())
 
 
@@ -51,7 +52,7 @@ def insert(runner, table, tmp_path, ids, ds=None, tag="v"):
     cols = {"id": ids, "v": [f"{tag}{i}" for i in ids]}
     if ds is not None:
         cols["ds"] = [ds] * len(ids)
-    return runner.run("insert", table, {"source": source(tmp_path, f"s{time.monotonic_ns()}", **cols)})
+    return runner.run(Insert.from_dict({"source": source(tmp_path, f"s{time.monotonic_ns()}", **cols)}), table)
 
 
 @pytest.fixture
@@ -68,8 +69,8 @@ def test_minor_then_major_scans_identical_latest_and_old_snapshot_cleaner_waits(
     insert(prunner, t, tmp_path, list(range(40)), "d1")
     insert(prunner, t, tmp_path, list(range(40, 60)), "d1")
     insert(prunner, t, tmp_path, list(range(100, 110)), "d2")
-    prunner.run("update", t, {"set": {"v": "upper(v)"}, "where": "id % 7 = 0"})
-    prunner.run("delete", t, {"where": "id % 5 = 1 and ds = 'd1'"})
+    prunner.run(Update.from_dict({"set": {"v": "upper(v)"}, "where": "id % 7 = 0"}), t)
+    prunner.run(Delete.from_dict({"where": "id % 5 = 1 and ds = 'd1'"}), t)
     before = scan(prunner, t, tmp_path)
     part = Path(ms.catalog.get_table(t).location) / "ds=d1"
     d2 = next(p for p in warehouse.rglob("ds=d2"))
@@ -127,11 +128,12 @@ def _begin_dp_write(ms, in_process, table, tmp_path, ids, ds_values, lock_partit
     txn, wids = ms.txns.begin_write([table])
     ms.locks.lock([LockComponent(info.db, info.name, lock_partition, LockType.SHARED_WRITE, Operation.INSERT)], txn)
     snap = ms.txns.snapshot(table, txn_id=txn)
-    spec = JobSpec(job="insert", table=table_spec(info),
+    spec = JobSpec(table=table_spec(info),
                    snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
-                   manifest_path=str(tmp_path / f"m{txn}.json"), txn_id=txn, write_id=wids[table], statement_id=0,
-                   args={"source": source(tmp_path, f"dp{txn}", id=ids, v=[f"x{i}" for i in ids], ds=ds_values)})
-    in_process(spec, "")
+                   request=Insert.from_dict({"source": source(tmp_path, f"dp{txn}", id=ids, v=[f"x{i}" for i in ids],
+                                                              ds=ds_values)}),
+                   manifest_path=str(tmp_path / f"m{txn}.json"), txn_id=txn, write_id=wids[table], statement_id=0)
+    in_process(spec)
     return txn, wids[table]
 
 
@@ -150,8 +152,8 @@ def test_writer_during_compaction_loses_nothing_and_no_open_or_aborted_rows_comp
     assert (aborted_wid, open_wid) == (4, 5)
     expected = scan(runner, t, tmp_path)
 
-    def submit(spec, path):
-        m = in_process(spec, path)
+    def submit(spec):
+        m = in_process(spec)
         if spec.job == "compact":       # the writer commits while the compaction is running
             ms.txns.commit_txn(open_txn, [WriteStat(info.db, info.name, "", open_wid, rows_inserted=3)])
         return m
@@ -180,11 +182,11 @@ def _begin_dp_write_flat(ms, in_process, table, tmp_path, ids):
     txn, wids = ms.txns.begin_write([table])
     ms.locks.lock([LockComponent(info.db, info.name, "", LockType.SHARED_WRITE, Operation.INSERT)], txn)
     snap = ms.txns.snapshot(table, txn_id=txn)
-    spec = JobSpec(job="insert", table=table_spec(info),
+    spec = JobSpec(table=table_spec(info),
                    snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
-                   manifest_path=str(tmp_path / f"m{txn}.json"), txn_id=txn, write_id=wids[table], statement_id=0,
-                   args={"source": source(tmp_path, f"w{txn}", id=ids, v=[f"x{i}" for i in ids])})
-    in_process(spec, "")
+                   request=Insert.from_dict({"source": source(tmp_path, f"w{txn}", id=ids, v=[f"x{i}" for i in ids])}),
+                   manifest_path=str(tmp_path / f"m{txn}.json"), txn_id=txn, write_id=wids[table], statement_id=0)
+    in_process(spec)
     return txn, wids[table]
 
 
@@ -273,9 +275,9 @@ def test_dead_worker_is_recovered_and_failures_stop_the_initiator(runner, in_pro
     cwl = snap.valid_write_ids.for_compactor()
     ms.compactions.set_compactor_txn(req.id, txn, cwl.high_watermark)
     info = ms.catalog.get_table(t)
-    in_process(JobSpec(job="compact", table=table_spec(info), snapshot=SnapshotSpec(
-        snap.valid_txns.to_string(), cwl.to_string()), manifest_path=str(tmp_path / "dead.json"), txn_id=txn,
-        write_id=cwl.high_watermark, args={"partition": "", "type": "major"}), "")
+    in_process(JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), cwl.to_string()),
+                       request=Compact(type="major"), manifest_path=str(tmp_path / "dead.json"), txn_id=txn,
+                       write_id=cwl.high_watermark))
     dead_base = f"base_0000003_v{txn:07d}"
     assert dead_base in dirs(root)
     assert scan(runner, t, tmp_path) == expected, "uncommitted compactor output is invisible"
@@ -401,8 +403,8 @@ def test_initiator_thresholds_overrides_and_no_duplicates(ms):
     txn = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
     hwm = ms.txns.snapshot("db.p", txn_id=txn).valid_write_ids.for_compactor().high_watermark
     ms.compactions.set_compactor_txn(req.id, txn, hwm)
-    ms.compactions.mark_compacted(req.id, {"delta_files": 1, "delta_bytes": 1000, "delete_delta_files": 1,
-                                           "delete_delta_bytes": 500})
+    ms.compactions.mark_compacted(req.id, WriteCounts(delta_files=1, delta_bytes=1000, delete_delta_files=1,
+                                                      delete_delta_bytes=500))
     ms.txns.commit_txn(txn)
     after = {(d.table, d.partition): d for d in ms.initiator.run()}
     st = after[("db.p", "ds=based")]

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from tablerows import read_rows
 
-from airflow_hive_acid.spark.launcher import JobFailed
+from airflow_hive_acid.errors import JobFailed
+from airflow_hive_acid.jobs.spec import Delete, Insert, Merge, Read, Update
 
 pytestmark = pytest.mark.spark
 
@@ -54,20 +55,20 @@ def test_random_statements_match_the_oracle(runner, tmp_path):
                 new = [{"id": next_id + i, "v": rnd.randint(0, 100), "s": f"s{rnd.randint(0, 9)}",
                         "ds": rnd.choice(DAYS), "op": "I"} for i in range(rnd.randint(1, 6))]
                 next_id += len(new)
-                res = runner.run("insert", "t.r", {"source": write_source(tmp_path, n, new, with_op=False)})
+                res = runner.run(Insert.from_dict({"source": write_source(tmp_path, n, new, with_op=False)}), "t.r")
                 for r in new:
                     expected[r["id"]] = (r["v"], r["s"], r["ds"])
             elif kind == "update":
                 lo = rnd.randint(0, 100)
-                res = runner.run("update", "t.r", {"set": {"v": "v + 7", "s": "concat(s, 'u')"},
-                                                   "where": f"v >= {lo} and v < {lo + 15}"})
+                res = runner.run(Update.from_dict({"set": {"v": "v + 7", "s": "concat(s, 'u')"},
+                                                   "where": f"v >= {lo} and v < {lo + 15}"}), "t.r")
                 for k, (v, s, ds) in oracle.items():
                     if lo <= v < lo + 15:
                         expected[k] = (v + 7, s + "u", ds)
             elif kind == "delete":
                 day = rnd.choice(DAYS)
                 cut = rnd.randint(0, 60)
-                res = runner.run("delete", "t.r", {"where": f"ds = '{day}' and v < {cut}"})
+                res = runner.run(Delete.from_dict({"where": f"ds = '{day}' and v < {cut}"}), "t.r")
                 expected = {k: r for k, r in oracle.items() if not (r[2] == day and r[0] < cut)}
             elif kind == "merge":
                 src_rows = []
@@ -80,10 +81,10 @@ def test_random_statements_match_the_oracle(runner, tmp_path):
                     next_id += 1
                 if not src_rows:
                     continue
-                res = runner.run("merge", "t.r", {"source": write_source(tmp_path, n, src_rows), "on": ["id"],
+                res = runner.run(Merge.from_dict({"source": write_source(tmp_path, n, src_rows), "on": ["id"],
                                                   "clauses": ["WHEN MATCHED AND s.op = 'D' THEN DELETE",
                                                               "WHEN MATCHED THEN UPDATE SET v = s.v, s = s.s",
-                                                              "WHEN NOT MATCHED THEN INSERT *"]})
+                                                              "WHEN NOT MATCHED THEN INSERT *"]}), "t.r")
                 for r in src_rows:
                     if r["id"] in oracle:
                         if r["op"] == "D":
@@ -99,8 +100,8 @@ def test_random_statements_match_the_oracle(runner, tmp_path):
                 k = rnd.choice(sorted(oracle))
                 dup = [{"id": k, "v": 1, "s": "x", "ds": oracle[k][2], "op": "U"}] * 2
                 with pytest.raises(JobFailed):
-                    runner.run("merge", "t.r", {"source": write_source(tmp_path, n, dup), "on": ["id"],
-                                                "clauses": ["WHEN MATCHED THEN UPDATE SET v = s.v"]})
+                    runner.run(Merge.from_dict({"source": write_source(tmp_path, n, dup), "on": ["id"],
+                                                "clauses": ["WHEN MATCHED THEN UPDATE SET v = s.v"]}), "t.r")
                 failed += 1
                 assert read_direct(ms, "t.r") == oracle
                 continue
@@ -115,7 +116,7 @@ def test_random_statements_match_the_oracle(runner, tmp_path):
     assert failed > 0 and len(history) > OPS // 2
     # the Spark read path agrees with the direct reader at the end
     out = tmp_path / "final.jsonl"
-    runner.read("t.r", {"output": str(out)})
+    runner.read("t.r", Read.from_dict({"output": str(out)}))
     import json
     spark_rows = {r["id"]: (r["v"], r["s"], r["ds"]) for r in map(json.loads, out.read_text().splitlines())}
     assert spark_rows == oracle

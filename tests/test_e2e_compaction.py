@@ -13,6 +13,7 @@ import psutil
 import pytest
 from test_compaction import insert, scan
 
+from airflow_hive_acid.jobs.spec import Delete
 from airflow_hive_acid.metastore import CompactionState, Metastore
 from airflow_hive_acid.statements import StatementRunner
 
@@ -35,7 +36,7 @@ def setup(tmp_path, in_process):
     ms.catalog.create_table("app.t", "id bigint, v string", partitioned_by="ds string", bucketed_by="id", buckets=2)
     insert(runner, "app.t", tmp_path, list(range(30)), "d1")
     insert(runner, "app.t", tmp_path, list(range(30, 50)), "d1")
-    runner.run("delete", "app.t", {"where": "id % 4 = 0"})
+    runner.run(Delete.from_dict({"where": "id % 4 = 0"}), "app.t")
     try:
         yield url, ms, runner
     finally:

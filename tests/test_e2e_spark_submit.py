@@ -118,7 +118,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory):
     """A Spark standalone master and one worker on loopback, from the pyspark install."""
-    from airflow_hive_acid.spark.launcher import job_env, spark_home
+    from airflow_hive_acid.jobs.launcher import job_env, spark_home
     home = Path(spark_home())
     env = {**job_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp_path_factory.mktemp("logs")),
            "SPARK_WORKER_DIR": str(tmp_path_factory.mktemp("work"))}

@@ -13,8 +13,9 @@ from tablerows import read_rows
 from airflow_hive_acid.acid.bucket_codec import decode_bucket, decode_statement
 from airflow_hive_acid.acid.bucketing import bucket_id
 from airflow_hive_acid.compactor import Compactor
+from airflow_hive_acid.errors import JobFailed
+from airflow_hive_acid.jobs.spec import Insert, Merge, Read
 from airflow_hive_acid.spark import merge as merge_mod
-from airflow_hive_acid.spark.launcher import JobFailed
 from airflow_hive_acid.statements import LOAD_STATEMENT_IDS
 
 pytestmark = pytest.mark.spark
@@ -28,7 +29,7 @@ def _parquet(path: Path, **cols) -> dict:
 
 def _rows(runner, table, tmp_path) -> list[dict]:
     out = tmp_path / "read.jsonl"
-    runner.read(table, {"output": str(out), "with_row_id": True})
+    runner.read(table, Read.from_dict({"output": str(out), "with_row_id": True}))
     return sorted((json.loads(x) for x in out.read_text().splitlines()), key=lambda r: (r["id"] is None, r["id"] or 0))
 
 
@@ -43,7 +44,7 @@ def test_load_tasks_write_their_own_statements(runner, in_process, tmp_path, war
     src = _parquet(tmp_path / "load" / "part-0.parquet", id=list(range(n)), v=[f"v{i}" for i in range(n)],
                    ds=["d1" if i % 3 else "d2" for i in range(n)])
     _parquet(tmp_path / "load" / "part-1.parquet", id=list(range(n, 2 * n)), v=["w"] * n, ds=["d1"] * n)
-    res = runner.run("insert", "db.facts", {"source": {"path": str(Path(src["path"]).parent), "format": "parquet"}})
+    res = runner.run(Insert.from_dict({"source": {"path": str(Path(src["path"]).parent), "format": "parquet"}}), "db.facts")
     assert res.manifest.rows_inserted == 2 * n and res.statement_id == 0
     rows = _rows(runner, "db.facts", tmp_path)
     assert [r["id"] for r in rows] == list(range(2 * n))
@@ -56,8 +57,8 @@ def test_load_tasks_write_their_own_statements(runner, in_process, tmp_path, war
     assert deltas[0] == "delta_0000001_0000001_0000" and len(deltas) == len(statements)
     # a second statement of the same kind in one txn gets the next statement id, not one of these
     txn = ms.txns.open_txn()
-    second = runner.run("insert", "db.facts", {"source": _parquet(tmp_path / "more.parquet", id=[5000], v=["x"],
-                                                                  ds=["d1"])}, txn_id=txn, statement_key="b")
+    second = runner.run(Insert.from_dict({"source": _parquet(tmp_path / "more.parquet", id=[5000], v=["x"],
+                                                                  ds=["d1"])}), "db.facts", txn_id=txn, statement_key="b")
     assert second.statement_id == 0                 # its own write id: counting starts again
     ms.txns.commit_txn(txn)
     before = read_rows(ms, "db.facts")
@@ -74,7 +75,7 @@ def test_unbucketed_load_writes_one_file_per_task(runner, tmp_path, warehouse, m
     monkeypatch.setattr("airflow_hive_acid.spark.load.TARGET_TASK_BYTES", 1)
     runner.ms.catalog.create_table("db.plain", "id bigint, v string")
     src = _parquet(tmp_path / "p.parquet", id=list(range(300)), v=["a"] * 300)
-    runner.run("insert", "db.plain", {"source": src})
+    runner.run(Insert.from_dict({"source": src}), "db.plain")
     delta = warehouse / "db.db" / "plain" / "delta_0000001_0000001_0000"
     files = sorted(p.name for p in delta.iterdir() if p.name.startswith("bucket_"))
     assert len(files) > 1 and files[0] == "bucket_00000"
@@ -93,7 +94,7 @@ def _merge_table(runner, tmp_path, name: str, partitioned: bool) -> str:
     cols = {"id": list(range(60)), "v": [f"v{i % 7}" for i in range(60)], "n": [i if i % 5 else None for i in range(60)]}
     if partitioned:
         cols["ds"] = ["a" if i % 2 else "b" for i in range(60)]
-    runner.run("insert", name, {"source": _parquet(tmp_path / f"{name}-init.parquet", **cols)})
+    runner.run(Insert.from_dict({"source": _parquet(tmp_path / f"{name}-init.parquet", **cols)}), name)
     return name
 
 
@@ -123,7 +124,7 @@ def test_bucketwise_merge_equals_the_spark_join(runner, tmp_path, monkeypatch, p
         if way == "spark-join":
             monkeypatch.setattr(merge_mod, "source_rows", lambda *a, **k: None)
         table = _merge_table(runner, tmp_path, f"db.m_{way.replace('-', '_')}_{int(partitioned)}", partitioned)
-        res = runner.run("merge", table, {"source": src, "on": on, "clauses": CLAUSES})
+        res = runner.run(Merge.from_dict({"source": src, "on": on, "clauses": CLAUSES}), table)
         results[way] = ([{k: v for k, v in r.items() if k != "ROW__ID"} for r in _rows(runner, table, tmp_path)],
                         (res.manifest.rows_inserted, res.manifest.rows_updated, res.manifest.rows_deleted))
     monkeypatch.setattr(merge_mod, "arrow_program", real_program)
@@ -141,7 +142,7 @@ def test_bucketwise_merge_refuses_two_source_rows_for_one_target_row(runner, tmp
     table = _merge_table(runner, tmp_path, "db.dup", False)
     src = _parquet(tmp_path / "dup.parquet", id=[4, 4], v=["a", "b"], n=[1, 2], op=["U", "U"])
     with pytest.raises(JobFailed, match="cardinality violation"):
-        runner.run("merge", table, {"source": src, "on": ["id"], "clauses": CLAUSES[1:2]})
+        runner.run(Merge.from_dict({"source": src, "on": ["id"], "clauses": CLAUSES[1:2]}), table)
     assert len(_rows(runner, table, tmp_path)) == 60
 
 
@@ -149,9 +150,9 @@ def test_bucketwise_merge_not_matched_by_source(runner, in_process, tmp_path):
     table = _merge_table(runner, tmp_path, "db.nmbs", False)
     src = _parquet(tmp_path / "keep.parquet", id=[1, 2, 3, 100], v=["a", "b", "c", "d"], n=[1, 2, 3, 4],
                    op=["U"] * 4)
-    res = runner.run("merge", table, {"source": src, "on": ["id"], "clauses": [
+    res = runner.run(Merge.from_dict({"source": src, "on": ["id"], "clauses": [
         "WHEN MATCHED THEN UPDATE SET v = s.v", "WHEN NOT MATCHED THEN INSERT *",
-        "WHEN NOT MATCHED BY SOURCE AND t.id >= 10 THEN DELETE"]})
+        "WHEN NOT MATCHED BY SOURCE AND t.id >= 10 THEN DELETE"]}), table)
     got = {r["id"]: r["v"] for r in _rows(runner, table, tmp_path)}
     assert sorted(got) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100] and got[2] == "b" and got[5] == "v5"
     assert (res.manifest.rows_updated, res.manifest.rows_inserted, res.manifest.rows_deleted) == (3, 1, 50)
@@ -165,7 +166,7 @@ def test_bucketwise_merge_not_matched_by_source(runner, in_process, tmp_path):
 def test_fast_jvm_archive_is_made_once_then_reused(tmp_path, monkeypatch):
     """The first job dumps the driver's class archive under a temporary name; once it ends that
     becomes the archive every later job maps; without a writable cache nothing is added."""
-    from airflow_hive_acid.spark.launcher import FastJvm
+    from airflow_hive_acid.jobs.launcher import FastJvm
 
     monkeypatch.setenv("HIVE_ACID_CACHE_DIR", str(tmp_path / "cache"))
     first = FastJvm()

@@ -22,7 +22,8 @@ from airflow_hive_acid.acid.types import parse_columns, parse_type
 from airflow_hive_acid.acid.writeids import ValidWriteIdList
 from airflow_hive_acid.acid.writer import AcidWriteError, encode_acid_file, insert_events
 from airflow_hive_acid.compactor import Compactor
-from airflow_hive_acid.spark.launcher import JobFailed
+from airflow_hive_acid.errors import JobFailed
+from airflow_hive_acid.jobs.spec import Delete, Insert, Merge, Read, Update
 
 pytestmark = pytest.mark.spark
 
@@ -155,7 +156,7 @@ def _source(tmp_path: Path, name: str, table: pa.Table) -> dict:
 
 def _read(runner, table, tmp_path) -> list[dict]:
     out = tmp_path / "read.jsonl"
-    runner.read(table, {"output": str(out)})
+    runner.read(table, Read.from_dict({"output": str(out)}))
     return sorted((json.loads(x) for x in out.read_text().splitlines()), key=lambda r: r["id"])
 
 
@@ -183,7 +184,7 @@ def test_statements_and_compactions_write_files_java_reads(runner, in_process, j
         assert results and [p for res in results for p in problems(res)] == [], step
         return results
 
-    runner.run("insert", t, {"source": _source(tmp_path, "all", rows)})
+    runner.run(Insert.from_dict({"source": _source(tmp_path, "all", rows)}), t)
     for res in check("insert"):
         # every row sits in the bucket Hive's hash gives its timestamp
         bucket = int(Path(res["path"]).name.split("_")[1])
@@ -191,15 +192,15 @@ def test_statements_and_compactions_write_files_java_reads(runner, in_process, j
             ts = event[5][1]
             value = None if ts is None else D(1970, 1, 1) + dt.timedelta(seconds=ts[0], microseconds=ts[1] // 1000)
             assert bucket_id((value,), ["timestamp"], 3) == bucket, value
-    runner.run("update", t, {"set": {"v": "'upd'", "d": "d + 1"}, "where": "id % 3 = 0"})
+    runner.run(Update.from_dict({"set": {"v": "'upd'", "d": "d + 1"}, "where": "id % 3 = 0"}), t)
     expect = {i: {**r, "v": "upd"} if i % 3 == 0 else r for i, r in expect.items()}
     check("update")
-    runner.run("delete", t, {"where": "id % 4 = 1"})
+    runner.run(Delete.from_dict({"where": "id % 4 = 1"}), t)
     expect = {i: r for i, r in expect.items() if i % 4 != 1}
     check("delete")
     changes = edge_rows().slice(0, 6).set_column(0, "id", pa.array([0, 2, 1000, 1001, 1002, 1003], pa.int64()))
-    runner.run("merge", t, {"source": _source(tmp_path, "chg", changes), "on": ["id"],
-                            "clauses": ["WHEN MATCHED THEN UPDATE SET c = s.c", "WHEN NOT MATCHED THEN INSERT *"]})
+    runner.run(Merge.from_dict({"source": _source(tmp_path, "chg", changes), "on": ["id"],
+                            "clauses": ["WHEN MATCHED THEN UPDATE SET c = s.c", "WHEN NOT MATCHED THEN INSERT *"]}), t)
     for r in changes.to_pylist():
         expect[r["id"]] = {**expect[r["id"]], "c": r["c"]} if r["id"] in expect else r
     check("merge")
@@ -214,7 +215,7 @@ def test_statements_and_compactions_write_files_java_reads(runner, in_process, j
     bad = pa.table({**{n: rows.column(n).slice(0, 1) for n in rows.column_names},
                     "ts": pa.array([D(1969, 12, 31, 23, 59, 59, 999999)], pa.timestamp("us"))})
     with pytest.raises(JobFailed, match="ORC-763"):
-        runner.run("insert", t, {"source": _source(tmp_path, "bad", bad)})
+        runner.run(Insert.from_dict({"source": _source(tmp_path, "bad", bad)}), t)
     assert len(_read(runner, t, tmp_path)) == len(expect)
     assert {p.name.split("_")[0] for p in root.iterdir() if not p.name.startswith("_")} == {"base"}
     assert not any((root / "_hive_acid_staging").glob("*")), "the failed statement's staging is removed"

@@ -1,8 +1,9 @@
-"""``AcidSparkHook``: runs a job of the job protocol (``spark/jobs/<job>.py --spec FILE``) through
-the Spark provider's ``SparkSubmitHook``, streams its output to the task log, reads the manifest.
+"""``AcidSparkHook``: runs a job of the job protocol (``spark/entrypoints/<job>.py --spec-b64
+SPEC``) through the Spark provider's ``SparkSubmitHook``, streams its output to the task log,
+reads the manifest back from the table's filesystem.
 
 It never imports pyspark: the entry scripts and ``spark-submit`` come from the pyspark install,
-located by :mod:`airflow_hive_acid.spark.launcher` without importing it.
+located by :mod:`airflow_hive_acid.jobs.launcher` without importing it.
 """
 from __future__ import annotations
 
@@ -17,18 +18,17 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from ..spark.launcher import (
-    FAST_START_CONF,
+from ..errors import JobFailed
+from ..jobs import JobSpec, Manifest
+from ..jobs.launcher import (
     FastJvm,
-    JobFailed,
+    application,
     collect_manifest,
     env_conf,
-    job_script,
     kill_process_group,
     spark_home,
     spark_submit_binary,
 )
-from ..spark.protocol import JobSpec, Manifest
 
 LOCAL_MASTER = "local[*]"
 
@@ -63,8 +63,9 @@ class _JobSubmit(SparkSubmitHook):
 
 class AcidSparkHook(BaseHook):
     """Submits hive-acid Spark jobs with the ``spark_default`` connection (any master Spark
-    supports; ``local[*]`` when the connection is not configured). Client deploy mode: the job
-    reads its spec and writes its manifest on the machine that submits it.
+    supports; ``local[*]`` when the connection is not configured), in the deploy mode of the
+    connection's ``deploy-mode`` extra: the spec travels on the command line and the manifest
+    comes back through the table's filesystem, so the driver may run on any node.
 
     The instance is the ``submit`` callable :class:`~airflow_hive_acid.statements.StatementRunner`
     takes; :meth:`kill` stops the running job (used by operators' ``on_kill`` and when the txn's
@@ -103,10 +104,10 @@ class AcidSparkHook(BaseHook):
                 raise
             return os.environ.get("HIVE_ACID_SPARK_MASTER", LOCAL_MASTER)
 
-    def __call__(self, spec: JobSpec, spec_path: str) -> Manifest:
-        return self.submit_job(spec, spec_path)
+    def __call__(self, spec: JobSpec) -> Manifest:
+        return self.submit_job(spec)
 
-    def submit_job(self, spec: JobSpec, spec_path: str) -> Manifest:
+    def submit_job(self, spec: JobSpec) -> Manifest:
         """Run one job to completion and return its manifest; ``JobFailed`` carries the job's own
         error when it wrote one, else the exit status and the tail of its output."""
         if self.killed:
@@ -114,16 +115,16 @@ class AcidSparkHook(BaseHook):
         env = {"SPARK_HOME": spark_home(), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
         jvm = FastJvm(self._deploy_mode)
+        app = application(spec, self._master, jvm.conf({**env_conf(), **self.conf}), self._deploy_mode)
         submit = _JobSubmit(
-            fallback_master=self.fallback_master, conn_id=self.conn_id,
-            conf=jvm.conf({**FAST_START_CONF, **env_conf(), **self.conf}), name=f"hive-acid-{spec.job}",
-            application_args=["--spec", spec_path], env_vars=env, spark_binary=spark_submit_binary(),
+            fallback_master=self.fallback_master, conn_id=self.conn_id, conf=app.conf, java_class=app.java_class,
+            name=f"hive-acid-{spec.job}", application_args=app.args, env_vars=env, spark_binary=spark_submit_binary(),
             verbose=self.verbose, **{k: v for k, v in self.resources.items() if v is not None})
         with self._lock:
             self._current = submit
         rc = 0
         try:
-            submit.submit(job_script(spec.job), start_new_session=True)
+            submit.submit(app.file, start_new_session=True)
         except AirflowException:
             rc = submit._submit_sp.returncode if submit._submit_sp is not None else 1
             rc = rc or 1
@@ -149,6 +150,13 @@ class AcidSparkHook(BaseHook):
         if self.fallback_master is not None:
             return None
         return self.get_connection(self.conn_id).extra_dejson.get("deploy-mode")
+
+    @cached_property
+    def _master(self) -> str:
+        """The master URL spark-submit gets (as ``SparkSubmitHook`` resolves it)."""
+        if self.fallback_master is not None:
+            return self.fallback_master
+        return _JobSubmit(fallback_master=None, conn_id=self.conn_id)._connection["master"]
 
     def get_conn(self) -> None:  # a hook must have one; there is no long-lived connection here
         return None

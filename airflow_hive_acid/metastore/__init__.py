@@ -10,6 +10,7 @@ from .errors import (
     MetastoreError,
     NoSuchObjectError,
     NotInitializedError,
+    TableNotFoundError,
     TooManyOpenTxnsError,
     TxnAbortedError,
     TxnError,
@@ -37,7 +38,7 @@ from .store import HousekeepingReport, Metastore
 
 __all__ = [
     "Metastore", "HousekeepingReport", "MetastoreError", "AlreadyExistsError", "CompactionError",
-    "InvalidInputError", "LockTimeoutError", "NoSuchObjectError", "NotInitializedError",
+    "InvalidInputError", "LockTimeoutError", "NoSuchObjectError", "NotInitializedError", "TableNotFoundError",
     "TooManyOpenTxnsError", "TxnAbortedError", "TxnError", "TxnTimedOutError", "WriteConflictError",
     "NO_PARTITION", "CompactionInfo", "CompactionState", "CompactionType", "LockComponent", "LockInfo",
     "LockState", "LockType", "Operation", "TableInfo", "TableSnapshot", "TxnInfo", "TxnState", "TxnType",

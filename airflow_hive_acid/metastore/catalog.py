@@ -15,7 +15,7 @@ from ..acid.partitions import make_part_name, parse_part_name, parse_spec_text
 from ..acid.types import Column, format_columns, parse_columns, validate_identifier
 from .counters import Counters
 from .db import Store
-from .errors import AlreadyExistsError, InvalidInputError, NoSuchObjectError, TxnError
+from .errors import AlreadyExistsError, InvalidInputError, TableNotFoundError, TxnError
 from .models import NO_PARTITION, TableInfo
 from .schema import dbs, partitions, tbls, txn_to_write_id, txns
 
@@ -150,7 +150,7 @@ class Catalog:
             db_row = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).first()
             if db_row is None:
                 if not create_database:
-                    raise NoSuchObjectError(f"unknown database {db!r}")
+                    raise TableNotFoundError(f"unknown database {db!r}")
                 conn.execute(self.store.insert_ignore(dbs).values(
                     name=db, location=join_location(self.warehouse, f"{db}.db"), created_at=now))
                 db_row = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).first()
@@ -200,7 +200,7 @@ class Catalog:
         with self.store.read() as conn:
             t = self._get(conn, db, name)
         if t is None:
-            raise NoSuchObjectError(f"unknown table {db}.{name}")
+            raise TableNotFoundError(f"unknown table {db}.{name}")
         return t
 
     def table_exists(self, qualified: str) -> bool:
@@ -233,7 +233,7 @@ class Catalog:
         with self.store.write() as conn:
             t = self._get(conn, db, name)
             if t is None:
-                raise NoSuchObjectError(f"unknown table {db}.{name}")
+                raise TableNotFoundError(f"unknown table {db}.{name}")
             if "transactional_properties" in new and new["transactional_properties"] != t.properties.get(
                     "transactional_properties", "default"):
                 raise InvalidInputError("transactional_properties cannot change after the table is created")
@@ -249,7 +249,7 @@ class Catalog:
         with self.store.write() as conn:
             t = self._get(conn, db, name)
             if t is None:
-                raise NoSuchObjectError(f"unknown table {db}.{name}")
+                raise TableNotFoundError(f"unknown table {db}.{name}")
             writers = [r[0] for r in conn.execute(
                 select(txn_to_write_id.c.t2w_txnid).join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid)
                 .where(txn_to_write_id.c.t2w_database == db, txn_to_write_id.c.t2w_table == name,

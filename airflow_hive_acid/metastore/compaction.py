@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from ..acid.stats import WriteCounts
 from .catalog import Catalog
 from .config import MetastoreConfig
 from .db import Store
@@ -33,11 +34,6 @@ from .schema import (
 )
 
 _ACTIVE = ("i", "w")
-
-
-def cleaned_mark(db: str, table: str) -> str:
-    """Appended to an aborted txn's reason once the cleaner swept ``db.table`` for its files."""
-    return f"[files cleaned: {db}.{table}]"
 
 
 @dataclass(frozen=True)
@@ -173,7 +169,7 @@ class CompactionQueue:
     def set_spark_app_id(self, cq_id: int, app_id: str) -> None:
         self._update(cq_id, ("w",), cq_hadoop_job_id=app_id[:128])
 
-    def mark_compacted(self, cq_id: int, output: dict[str, int] | None = None) -> None:
+    def mark_compacted(self, cq_id: int, output: WriteCounts | None = None) -> None:
         """working -> ready for cleaning, before the compactor's txn commits (as Hive does).
 
         ``output`` (``base_files``/``base_bytes`` of a major, ``delta_*``/``delete_delta_*`` of a
@@ -184,13 +180,10 @@ class CompactionQueue:
             row = self._working_row(conn, cq_id)
             conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(cq_state="r", cq_error_message=None))
             if output is not None and row["cq_txn_id"] is not None:
-                o = {k: int(output.get(k, 0)) for k in (
-                    "rows_inserted", "rows_deleted", "delta_files", "delta_bytes", "delete_delta_files",
-                    "delete_delta_bytes", "base_files", "base_bytes")}
                 conn.execute(insert(write_stats).values(
                     ws_database=row["cq_database"], ws_table=row["cq_table"], ws_partition=row["cq_partition"],
                     ws_writeid=row["cq_highest_write_id"] or 0, ws_txnid=row["cq_txn_id"], ws_operation_type="c",
-                    rows_updated=0, committed_at=None, **o))
+                    committed_at=None, **{**output.counts(), "rows_updated": 0}))
 
     def set_cleaner_error(self, cq_id: int, error: str) -> None:
         """A cleaner run that could not finish: the request stays ready for cleaning (the next
@@ -334,9 +327,9 @@ class CompactionQueue:
             q = q.where(txn_components.c.tc_database == info.db, txn_components.c.tc_table == info.name)
         # an aborted txn that got a write id but recorded no component (a dynamic-partition
         # write killed before it knew its partitions) may have left files in any partition
-        q2 = (select(txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txns.c.txn_id,
-                     txns.c.txn_meta_info)
-              .join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid).where(txns.c.txn_state == "a"))
+        q2 = (select(txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txns.c.txn_id)
+              .join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid)
+              .where(txns.c.txn_state == "a", txn_to_write_id.c.t2w_swept.is_(False)))
         if table:
             q2 = q2.where(txn_to_write_id.c.t2w_database == info.db, txn_to_write_id.c.t2w_table == info.name)
         out: dict[tuple[str, str, str], set[int]] = {}
@@ -345,8 +338,8 @@ class CompactionQueue:
             for d, t, p, txn in conn.execute(q):
                 out.setdefault((d, t, p), set()).add(txn)
                 seen.add((d, t, txn))
-            for d, t, txn, why in conn.execute(q2):
-                if (d, t, txn) not in seen and cleaned_mark(d, t) not in (why or ""):
+            for d, t, txn in conn.execute(q2):
+                if (d, t, txn) not in seen:
                     out.setdefault((d, t, NO_PARTITION), set()).add(txn)
         return [(d, t, p, sorted(ids)) for (d, t, p), ids in sorted(out.items())]
 
@@ -357,7 +350,6 @@ class CompactionQueue:
         just timed out may still be publishing files, and the next run must find them."""
         if not txn_ids or not partitions:
             return 0
-        mark = cleaned_mark(db, table)
         with self.store.write() as conn:
             old = [r[0] for r in conn.execute(select(txns.c.txn_id).where(
                 txns.c.txn_state == "a", txns.c.txn_ended < ended_before_ms, txns.c.txn_id.in_(txn_ids)))]
@@ -371,11 +363,9 @@ class CompactionQueue:
             left = {r[0] for r in conn.execute(select(txn_components.c.tc_txnid).where(
                 txn_components.c.tc_database == db, txn_components.c.tc_table == table,
                 txn_components.c.tc_txnid.in_(old)))}
-            for txn, why in conn.execute(select(txns.c.txn_id, txns.c.txn_meta_info).where(
-                    txns.c.txn_id.in_([t for t in old if t not in left]))).all():
-                if mark not in (why or ""):
-                    conn.execute(update(txns).where(txns.c.txn_id == txn).values(
-                        txn_meta_info=((why or "") + " " + mark).strip()[:4000]))
+            conn.execute(update(txn_to_write_id).where(
+                txn_to_write_id.c.t2w_database == db, txn_to_write_id.c.t2w_table == table,
+                txn_to_write_id.c.t2w_txnid.in_([t for t in old if t not in left])).values(t2w_swept=True))
             return n
 
     def working_since(self, older_than_ms: int) -> list[CompactionInfo]:

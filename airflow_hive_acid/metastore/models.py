@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..acid.compression import table_compression
+from ..acid.stats import WriteCounts
 from ..acid.types import Column, format_columns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 
@@ -174,8 +175,8 @@ class TableSnapshot:
                 "high_watermark": w.high_watermark, "open": list(w.open_ids), "aborted": list(w.aborted_ids)}
 
 
-@dataclass(frozen=True)
-class WriteStat:
+@dataclass
+class WriteStat(WriteCounts):
     """What one committed write added to one table or partition (from the job's manifest)."""
 
     db: str
@@ -183,15 +184,6 @@ class WriteStat:
     partition: str = NO_PARTITION
     write_id: int = 0
     operation: Operation = Operation.INSERT
-    rows_inserted: int = 0
-    rows_updated: int = 0
-    rows_deleted: int = 0
-    delta_files: int = 0
-    delta_bytes: int = 0
-    delete_delta_files: int = 0
-    delete_delta_bytes: int = 0
-    base_files: int = 0
-    base_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 SCHEMA_VERSION = 1
@@ -106,6 +107,8 @@ txn_to_write_id = Table(
     Column("t2w_database", NAME, nullable=False),
     Column("t2w_table", NAME, nullable=False),
     Column("t2w_writeid", BigInteger, nullable=False),
+    # an aborted txn's files in this table are gone (the cleaner swept every partition for it)
+    Column("t2w_swept", Boolean, nullable=False, default=False, server_default=false()),
     PrimaryKeyConstraint("t2w_database", "t2w_table", "t2w_writeid"),
     UniqueConstraint("t2w_database", "t2w_table", "t2w_txnid", name="t2w_txn_uq"),
 )
@@ -176,6 +179,7 @@ txn_statements = Table(  # statement ids within a txn, stable for a caller's key
     Column("ts_table", NAME, nullable=False),
     Column("ts_key", String(256), nullable=False),
     Column("ts_stmt_id", Integer, nullable=False),
+    Column("ts_snapshot", Text),      # the snapshot the statement read at (JSON), for a retried task's XCom
     PrimaryKeyConstraint("ts_txnid", "ts_database", "ts_table", "ts_key"),
     UniqueConstraint("ts_txnid", "ts_database", "ts_table", "ts_stmt_id", name="ts_stmt_uq"),
 )

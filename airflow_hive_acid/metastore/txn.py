@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from ..acid.bucket_codec import MAX_STATEMENT_ID
+from ..acid.stats import WriteCounts
 from ..acid.writeids import LONG_MAX, ValidTxnList, ValidWriteIdList
 from .catalog import Catalog, split_name
 from .config import MetastoreConfig
@@ -26,6 +27,7 @@ from .db import Store
 from .errors import (
     InvalidInputError,
     NoSuchObjectError,
+    TableNotFoundError,
     TooManyOpenTxnsError,
     TxnAbortedError,
     TxnError,
@@ -134,7 +136,7 @@ class TxnManager:
                 self.store.clock(), (user or self._user)[:128], (host or self._host)[:128], agent_info[:256],
                 int(TxnType.DEFAULT), *keys[names[0]])
             if opened is None:
-                raise NoSuchObjectError(f"unknown table {'.'.join(keys[names[0]])}")
+                raise TableNotFoundError(f"unknown table {'.'.join(keys[names[0]])}")
             self._open_count += 1
             return opened[0], {names[0]: opened[1]}
         txn = self.open_txn(user=user, host=host, agent_info=agent_info)
@@ -223,11 +225,7 @@ class TxnManager:
         with self.store.read() as conn:
             rows = conn.execute(q).mappings().all()
         return [WriteStat(r["ws_database"], r["ws_table"], r["ws_partition"], r["ws_writeid"],
-                          Operation(r["ws_operation_type"]), rows_inserted=r["rows_inserted"],
-                          rows_updated=r["rows_updated"], rows_deleted=r["rows_deleted"],
-                          delta_files=r["delta_files"], delta_bytes=r["delta_bytes"],
-                          delete_delta_files=r["delete_delta_files"], delete_delta_bytes=r["delete_delta_bytes"],
-                          base_files=r["base_files"], base_bytes=r["base_bytes"])
+                          Operation(r["ws_operation_type"]), **{k: r[k] for k in WriteCounts.COUNTS})
                 for r in rows]
 
     def min_open_txn_id(self) -> int | None:
@@ -300,7 +298,7 @@ class TxnManager:
                     continue
                 wid = self.counters.take_write_id(conn, db, tbl)
                 if wid is None:   # every table gets its counter when it is created
-                    raise NoSuchObjectError(f"unknown table {db}.{tbl}")
+                    raise TableNotFoundError(f"unknown table {db}.{tbl}")
                 conn.execute(insert(txn_to_write_id).values(
                     t2w_txnid=txn_id, t2w_database=db, t2w_table=tbl, t2w_writeid=wid))
                 out[name] = wid
@@ -374,11 +372,13 @@ class TxnManager:
         in order of first request, the same id again for the same key (a retried task)."""
         return self.statement_ids(txn_id, table, key)[0]
 
-    def statement_ids(self, txn_id: int, table: str, key: str = "default", count: int = 1) -> list[int]:
+    def statement_ids(self, txn_id: int, table: str, key: str = "default", count: int = 1,
+                      snapshot: str | None = None) -> list[int]:
         """The statement id for ``key`` (as :meth:`statement_id`) and ``count - 1`` more, for a
         statement whose writer tasks each write their own delta (Hive allows several statements
         per write id); the same ids again for the same key. The extra ids are taken from the top
-        of the range down (rows keyed ``<key>\x1f<i>``), so statements keep counting 0, 1, ..."""
+        of the range down (rows keyed ``<key>\x1f<i>``), so statements keep counting 0, 1, ...
+        ``snapshot`` (the statement's read snapshot, as text) is kept with the key's id."""
         db, tbl = split_name(table)
         if not key or len(key) > 240 or RESERVED_KEY_SEP in key:
             raise InvalidInputError("a statement key must be 1..240 characters, without \\x1f")
@@ -394,6 +394,10 @@ class TxnManager:
             primary = {k: sid for k, sid in rows if RESERVED_KEY_SEP not in k}
             extra = {k: sid for k, sid in rows if RESERVED_KEY_SEP in k}
             if key in primary:
+                if snapshot is not None:
+                    conn.execute(update(txn_statements).where(
+                        txn_statements.c.ts_txnid == txn_id, txn_statements.c.ts_database == db,
+                        txn_statements.c.ts_table == tbl, txn_statements.c.ts_key == key).values(ts_snapshot=snapshot))
                 mine = sorted((int(k.rsplit(RESERVED_KEY_SEP, 1)[1]), sid) for k, sid in extra.items()
                               if k.rsplit(RESERVED_KEY_SEP, 1)[0] == key)
                 return [primary[key]] + [sid for _, sid in mine]
@@ -404,11 +408,22 @@ class TxnManager:
             ids = [first] + [top - i for i in range(count - 1)]
             conn.execute(insert(txn_statements), [
                 {"ts_txnid": txn_id, "ts_database": db, "ts_table": tbl,
-                 "ts_key": key if i == 0 else f"{key}{RESERVED_KEY_SEP}{i}", "ts_stmt_id": sid}
+                 "ts_key": key if i == 0 else f"{key}{RESERVED_KEY_SEP}{i}", "ts_stmt_id": sid,
+                 "ts_snapshot": snapshot if i == 0 else None}
                 for i, sid in enumerate(ids)])
             return ids
 
         return self._run_checked(txn_id, run)
+
+    def statement_of(self, txn_id: int, table: str, key: str) -> tuple[int, str | None] | None:
+        """The statement id ``key`` got in this txn and table, and the snapshot it recorded; None
+        if it never asked (in any txn state: a retried task looks up what its try committed)."""
+        db, tbl = split_name(table)
+        with self.store.read() as conn:
+            row = conn.execute(select(txn_statements.c.ts_stmt_id, txn_statements.c.ts_snapshot).where(
+                txn_statements.c.ts_txnid == txn_id, txn_statements.c.ts_database == db,
+                txn_statements.c.ts_table == tbl, txn_statements.c.ts_key == key)).first()
+        return (row[0], row[1]) if row is not None else None
 
     def add_writes(self, txn_id: int, writes: Iterable[WriteStat]) -> None:
         """Record what a statement wrote (partitions, operation, stats) before the txn commits:
@@ -752,10 +767,6 @@ def _component_row(txn_id: int, key: tuple[str, str, str], value: tuple[str, int
 
 def _stat_row(w: WriteStat, txn_id: int, now: int) -> dict:
     return {"ws_database": w.db, "ws_table": w.table, "ws_partition": w.partition, "ws_writeid": w.write_id,
-            "ws_txnid": txn_id, "ws_operation_type": w.operation.value, "rows_inserted": w.rows_inserted,
-            "rows_updated": w.rows_updated, "rows_deleted": w.rows_deleted, "delta_files": w.delta_files,
-            "delta_bytes": w.delta_bytes, "delete_delta_files": w.delete_delta_files,
-            "delete_delta_bytes": w.delete_delta_bytes, "base_files": w.base_files, "base_bytes": w.base_bytes,
-            "committed_at": now}
+            "ws_txnid": txn_id, "ws_operation_type": w.operation.value, **w.counts(), "committed_at": now}
 
 

@@ -2,15 +2,38 @@
 (so a retried task finds what its earlier attempt did), and txn ids coming from XCom."""
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
 
+from ..errors import JobFailed, NoSuchObjectError
 from ..hooks.metastore import AcidMetastoreHook
 from ..hooks.spark import AcidSparkHook
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fails_fast(execute: F) -> F:
+    """An ``execute`` whose errors no retry can fix — bad input, an unknown table, a job that
+    refused its input — fail the task at once (``AirflowFailException``) instead of retrying."""
+
+    @functools.wraps(execute)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return execute(*args, **kwargs)
+        except (ValueError, NoSuchObjectError) as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except JobFailed as exc:
+            if exc.bad_input:
+                raise AirflowFailException(str(exc)) from exc
+            raise
+
+    return wrapper  # type: ignore[return-value]
 
 
 def task_key(context: Context) -> str:

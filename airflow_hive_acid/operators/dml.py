@@ -10,11 +10,11 @@ from typing import Any
 from airflow.sdk import Context
 
 from ..assets import table_asset
+from ..jobs import Delete, Insert, Merge, MergeClause, Request, SourceSpec, Update, parse_assignments
 from ..metastore import TxnState
-from ..spark.protocol import MergeClause, parse_assignments, parse_merge_clause
-from ..statements import StatementRunner, source_args
-from .base import AcidBaseOperator, is_templated, parse_txn_id, task_key
-from .transaction import emit_asset_event, summarize_writes
+from ..statements import StatementResult, StatementRunner, table_source
+from .base import AcidBaseOperator, fails_fast, is_templated, parse_txn_id, task_key
+from .transaction import emit_asset_event
 
 _KEY_LIST = re.compile(r"^\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)*\s*$")   # "id" or "id, region"
 
@@ -27,7 +27,6 @@ class AcidDmlOperator(AcidBaseOperator):
     In a joined txn the statement id is keyed by the task, so a retry replaces its own output.
     """
 
-    job = ""
     template_fields: Sequence[str] = ("table", "txn_id")
 
     def __init__(self, *, table: str, txn_id: int | str | None = None, replay_committed: bool = True,
@@ -40,9 +39,11 @@ class AcidDmlOperator(AcidBaseOperator):
         self.replay_committed = replay_committed
         self._runner: StatementRunner | None = None
 
-    def job_args(self) -> dict[str, Any]:
+    def request(self) -> Request:
+        """The statement this task runs, from its (rendered) arguments."""
         raise NotImplementedError
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.metastore
         key = task_key(context)
@@ -52,13 +53,13 @@ class AcidDmlOperator(AcidBaseOperator):
             earlier = self._earlier_attempt(key, info.qualified_name)
             if earlier is not None:
                 return earlier
-        args = self.job_args()
+        request = self.request()
         self._runner = StatementRunner(ms, self.spark_hook, agent_info=key, lock_wait=self.lock_wait,
                                        heartbeat_interval=self.metastore_hook.heartbeat_interval)
-        result = self._runner.run(self.job, info.qualified_name, args, txn_id=txn_id, statement_key=key)
+        result = self._runner.run(request, info.qualified_name, txn_id=txn_id, statement_key=key)
         out = result.to_dict()
         self.log.info("%s %s: %s inserted, %s updated, %s deleted; write id %s of txn %s (%s)",
-                      self.job.upper(), out["table"], out["rows_inserted"], out["rows_updated"],
+                      request.job.upper(), out["table"], out["rows_inserted"], out["rows_updated"],
                       out["rows_deleted"], out["write_id"], out["txn_id"],
                       "committed" if out["committed"] else "joined, not yet committed")
         if out["committed"]:
@@ -74,12 +75,9 @@ class AcidDmlOperator(AcidBaseOperator):
                 self.log.warning("aborting transaction %s left open by an earlier try of this task", txn.txn_id)
                 ms.txns.abort_txn(txn.txn_id, f"superseded by a retry of {key}")
             elif txn.state is TxnState.COMMITTED and self.replay_committed:
-                stats = summarize_writes(ms.txns.writes_of(txn.txn_id))
-                s = stats.get(table, {"write_id": ms.txns.write_ids_of(txn.txn_id).get(table), "rows_inserted": 0,
-                                      "rows_updated": 0, "rows_deleted": 0, "partitions": []})
                 self.log.warning("an earlier try of this task committed transaction %s: not writing again",
                                  txn.txn_id)
-                return {"table": table, "txn_id": txn.txn_id, "committed": True, "replayed": True, **s}
+                return {**StatementResult.of_committed(ms, txn.txn_id, table, key).to_dict(), "replayed": True}
         return None
 
     def on_kill(self) -> None:
@@ -102,9 +100,12 @@ class _SourceMixin:
     source_format: str | None
     source_options: dict[str, str]
 
-    def _source(self, ms: Any) -> dict[str, Any]:
-        return source_args(ms, path=self.source, format=self.source_format, options=self.source_options,
-                           table=self.source_table)
+    def _source(self, ms: Any) -> SourceSpec:
+        if bool(self.source) == bool(self.source_table):
+            raise ValueError("give source (a path) or source_table (an ACID table), one of them")
+        if self.source_table:
+            return table_source(ms, self.source_table)
+        return SourceSpec(path=self.source, format=self.source_format, options=dict(self.source_options))
 
 
 class AcidInsertOperator(_SourceMixin, AcidDmlOperator):
@@ -112,7 +113,6 @@ class AcidInsertOperator(_SourceMixin, AcidDmlOperator):
     partition or table) from files at ``source`` or from the ACID table ``source_table``.
     Partitioned tables take dynamic partitions from the data unless ``partition`` names one."""
 
-    job = "insert"
     template_fields: Sequence[str] = ("table", "txn_id", "source", "source_table", "partition")
 
     def __init__(self, *, table: str, source: str | None = None, source_table: str | None = None,
@@ -124,30 +124,28 @@ class AcidInsertOperator(_SourceMixin, AcidDmlOperator):
         self.overwrite = overwrite
         self.partition = partition
 
-    def job_args(self) -> dict[str, Any]:
-        return {"source": self._source(self.metastore_hook.metastore), "overwrite": bool(self.overwrite),
-                "partition": self.partition or None}
+    def request(self) -> Insert:
+        return Insert(source=self._source(self.metastore_hook.metastore), overwrite=bool(self.overwrite),
+                      partition=dict(self.partition) if self.partition else None)
 
 
 class AcidDeleteOperator(AcidDmlOperator):
     """``DELETE FROM table WHERE <where>`` (a Spark SQL condition over the table's columns)."""
 
-    job = "delete"
     template_fields: Sequence[str] = ("table", "txn_id", "where")
 
     def __init__(self, *, table: str, where: str, **kwargs: Any) -> None:
         super().__init__(table=table, **kwargs)
         self.where = where
 
-    def job_args(self) -> dict[str, Any]:
-        return {"where": self.where}
+    def request(self) -> Delete:
+        return Delete(where=self.where)
 
 
 class AcidUpdateOperator(AcidDmlOperator):
     """``UPDATE table SET <set> WHERE <where>``; ``set`` is ``{"col": "expr"}`` or ``"a = x, b = y"``.
     Partition and bucket columns cannot be updated."""
 
-    job = "update"
     template_fields: Sequence[str] = ("table", "txn_id", "set", "where")
 
     def __init__(self, *, table: str, set: dict[str, str] | str, where: str = "true", **kwargs: Any) -> None:
@@ -155,10 +153,10 @@ class AcidUpdateOperator(AcidDmlOperator):
         self.set = set
         self.where = where
 
-    def job_args(self) -> dict[str, Any]:
+    def request(self) -> Update:
         sets = parse_assignments(self.set) if isinstance(self.set, str) else {
             str(k).strip().lower(): str(v) for k, v in self.set.items()}
-        return {"set": sets, "where": self.where}
+        return Update(set=sets, where=self.where)
 
 
 class AcidMergeOperator(_SourceMixin, AcidDmlOperator):
@@ -171,7 +169,6 @@ class AcidMergeOperator(_SourceMixin, AcidDmlOperator):
     written; a target row matched by two source rows fails the job and nothing is committed.
     """
 
-    job = "merge"
     template_fields: Sequence[str] = ("table", "txn_id", "source", "source_table", "on", "clauses")
 
     def __init__(self, *, table: str, on: Sequence[str] | str, clauses: Sequence[str | MergeClause],
@@ -185,12 +182,12 @@ class AcidMergeOperator(_SourceMixin, AcidDmlOperator):
         self.on = on
         self.clauses = list(clauses)
 
-    def job_args(self) -> dict[str, Any]:
-        clauses = [(c if isinstance(c, MergeClause) else parse_merge_clause(c)).__dict__ for c in self.clauses]
+    def request(self) -> Merge:
         on: list[str] | str
         if isinstance(self.on, str) and not _KEY_LIST.match(self.on):
             on = self.on                              # a join condition over t and s
         else:
             keys = self.on.split(",") if isinstance(self.on, str) else list(self.on)
             on = [k.strip().lower() for k in keys if k.strip()]
-        return {"source": self._source(self.metastore_hook.metastore), "on": on, "clauses": clauses}
+        return Merge(source=self._source(self.metastore_hook.metastore), on=on,
+                     clauses=[MergeClause.of(c) for c in self.clauses])

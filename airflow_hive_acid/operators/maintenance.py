@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from ..compactor import Compactor
-from .base import AcidBaseOperator
+from .base import AcidBaseOperator, fails_fast
 
 
 class _CompactorOperator(AcidBaseOperator):
@@ -38,6 +38,7 @@ class AcidCompactOperator(_CompactorOperator):
         super().__init__(**kwargs)
         self.table, self.partition, self.compaction_type, self.wait = table, partition, compaction_type, wait
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         out = self.compactor.compact(self.table, self.partition or None, self.compaction_type, wait=self.wait)
         self.log.info("compaction %s of %s: %s", out["id"], self.table, out.get("message") or out["state"])
@@ -50,6 +51,7 @@ class AcidInitiatorOperator(_CompactorOperator):
     """One pass of the initiator: queues minor/major compactions where the write stats recorded
     at commit cross the thresholds. XCom: each decision with its reason."""
 
+    @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         decisions = [d.to_dict() for d in self.compactor.initiate()]
         for d in decisions:
@@ -68,6 +70,7 @@ class AcidCompactionWorkerOperator(_CompactorOperator):
             raise ValueError(f"max_requests must be positive, got {max_requests}")
         self.table, self.max_requests = table, max_requests
 
+    @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         done = []
         for _ in range(self.max_requests):
@@ -89,6 +92,7 @@ class AcidCleanerOperator(_CompactorOperator):
         super().__init__(**kwargs)
         self.table = table
 
+    @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         results = [r.to_dict() for r in self.compactor.clean(table=self.table or None)]
         for r in results:
@@ -100,6 +104,7 @@ class AcidHousekeeperOperator(AcidBaseOperator):
     """Hive's AcidHouseKeeperService as a task: aborts timed-out txns (reason ``timed out``),
     requeues compactions whose worker vanished, trims compaction history."""
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         report = self.metastore_hook.metastore.housekeep().to_dict()
         self.log.info("housekeeper: %s", report)

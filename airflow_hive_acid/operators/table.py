@@ -1,16 +1,14 @@
 """Table-level tasks: create a table (idempotent) and read one at a snapshot into XCom."""
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import Context
 
+from ..jobs import Read
 from ..statements import StatementRunner
-from .base import AcidBaseOperator, parse_txn_id, task_key
+from .base import AcidBaseOperator, fails_fast, parse_txn_id, task_key
 
 
 class AcidCreateTableOperator(AcidBaseOperator):
@@ -27,6 +25,7 @@ class AcidCreateTableOperator(AcidBaseOperator):
         self.bucketed_by, self.buckets = bucketed_by, buckets
         self.location, self.properties, self.if_not_exists = location, dict(properties or {}), if_not_exists
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.initialize()
         info = ms.catalog.create_table(self.table, self.columns, partitioned_by=self.partitioned_by,
@@ -52,19 +51,16 @@ class AcidReadOperator(AcidBaseOperator):
         self.table, self.columns, self.where, self.partition = table, columns, where, partition
         self.order_by, self.limit, self.at_write_id, self.txn_id = order_by, limit, at_write_id, txn_id
 
+    @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         ms = self.metastore_hook.metastore
         runner = StatementRunner(ms, self.spark_hook, agent_info=task_key(context), lock_wait=self.lock_wait,
                                  heartbeat_interval=self.metastore_hook.heartbeat_interval)
         at = int(self.at_write_id) if self.at_write_id not in (None, "") else None
-        with tempfile.TemporaryDirectory(prefix="hive-acid-read-") as tmp:
-            out = os.path.join(tmp, "rows.jsonl")
-            runner.read(self.table, {"output": out, "limit": self.limit, "partition": self.partition,
-                                     "where": self.where, "order_by": list(self.order_by or []) or None,
-                                     "columns": [c.lower() for c in self.columns] if self.columns else None},
-                        txn_id=parse_txn_id(self.txn_id), at_write_id=at)
-            with open(out) as fh:
-                rows = [json.loads(line) for line in fh]
+        request = Read(limit=self.limit, partition=self.partition, where=self.where,
+                       order_by=list(self.order_by or []) or None,
+                       columns=[c.lower() for c in self.columns] if self.columns else None)
+        rows = runner.read_rows(self.table, request, txn_id=parse_txn_id(self.txn_id), at_write_id=at)
         self.log.info("%s: %d row(s)", self.table, len(rows))
         for row in rows[:50]:
             self.log.info("  %s", row)

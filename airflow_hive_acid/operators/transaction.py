@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..assets import table_asset
 from ..metastore import TxnState
-from .base import AcidBaseOperator, is_templated, parse_txn_id, task_key
+from .base import AcidBaseOperator, fails_fast, is_templated, parse_txn_id, task_key
 
 
 class AcidBeginTransactionOperator(AcidBaseOperator):
@@ -31,6 +31,7 @@ class AcidBeginTransactionOperator(AcidBaseOperator):
             raise ValueError("AcidBeginTransactionOperator needs at least one table")
         self.tables = list(tables)
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.metastore
         key = task_key(context)
@@ -61,6 +62,7 @@ class AcidCommitTransactionOperator(AcidBaseOperator):
         self.txn_id = txn_id
         self.tables = list(tables or [])
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.metastore
         txn_id = parse_txn_id(self.txn_id)
@@ -91,6 +93,7 @@ class AcidAbortTransactionOperator(AcidBaseOperator):
         self.reason = reason
         self.fail_task = fail_task
 
+    @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.metastore
         txn_id = parse_txn_id(self.txn_id)

@@ -66,7 +66,8 @@ from ..acid.writeids import (
     ValidWriteIdList,
 )
 from ..acid.writer import compacted_events, write_acid_file
-from .protocol import JobSpec, JobSpecError, PartitionStats
+from ..jobs.manifest import CleanOutput, CompactOutput, PartitionStats
+from ..jobs.spec import Clean, Compact, JobSpec, JobSpecError
 from .scan import Table
 
 MAJOR, MINOR = "major", "minor"
@@ -92,19 +93,12 @@ def enough_to_compact(kind: str, state: AcidDirectory) -> str | None:
     return f"minor compaction needs more than one delta besides a single delta/delete-delta pair (deltas: {n})"
 
 
-def run_compaction(spark: SparkSession, spec: JobSpec) -> tuple[list[PartitionStats], dict]:
-    """Compact one partition as ``spec`` says: ``args.type`` major|minor, ``args.partition``,
-    ``txn_id`` = the compactor's txn, ``write_id`` = the highest write id to compact."""
-    a = spec.args
-    kind = str(a.get("type", "")).lower()
-    if kind not in (MAJOR, MINOR):
-        raise JobSpecError(f"compaction type must be 'major' or 'minor', not {a.get('type')!r}")
+def run_compaction(spark: SparkSession, spec: JobSpec, r: Compact) -> tuple[list[PartitionStats], CompactOutput]:
+    """Compact one partition as ``r`` says; ``spec.txn_id`` is the compactor's txn,
+    ``spec.write_id`` the highest write id to compact."""
+    kind = r.type
     table = Table(spec.table)
-    if table.spec.insert_only:
-        raise CompactionJobError(f"{table.spec.name} is insert-only: this compactor handles full-ACID tables")
-    part = a.get("partition") or ""
-    if bool(part) != bool(table.partition_columns):
-        raise JobSpecError(f"partition {part!r} does not fit table {table.spec.name}")
+    part = r.partition
     txn = spec.txn_id
     wl = ValidCompactorWriteIdList.parse(spec.snapshot.valid_write_ids)
     txns = ValidTxnList.parse(spec.snapshot.valid_txns)
@@ -115,12 +109,11 @@ def run_compaction(spark: SparkSession, spec: JobSpec) -> tuple[list[PartitionSt
     fs, root = table.fs_and_root
     listing = afs.list_table(fs, root, table.partition_names, [part] if part else None)
     state = get_acid_state(listing.partitions.get(part, []), wl, txns)
-    result: dict = {"type": kind, "partition": part, "highest_write_id": hwm, "compacted": False,
-                    "input": state.chosen_names(), "obsolete_before": sorted(state.obsolete),
-                    "aborted_before": sorted(state.aborted), "output": []}
+    result = CompactOutput(type=kind, partition=part, highest_write_id=hwm, input=state.chosen_names(),
+                           obsolete_before=sorted(state.obsolete), aborted_before=sorted(state.aborted))
     why_not = enough_to_compact(kind, state)
     if why_not is not None:
-        result["reason"] = why_not
+        result.reason = why_not
         return [], result
     pdir = afs.join(root, part)
     if kind == MAJOR:
@@ -139,8 +132,8 @@ def run_compaction(spark: SparkSession, spec: JobSpec) -> tuple[list[PartitionSt
     finally:
         if afs.exists(fs, staging):
             fs.delete_dir(staging)
-    result.update(compacted=True, output=stats.directories, rows=stats.rows_inserted,
-                  delete_events=stats.rows_deleted, bucket_groups=len(groups))
+    result.compacted, result.output, result.bucket_groups = True, stats.directories, len(groups)
+    result.rows, result.delete_events = stats.rows_inserted, stats.rows_deleted
     return [stats], result
 
 
@@ -343,26 +336,18 @@ def _doomed(fs: pafs.FileSystem, table: Table, root: str, parts: list[str] | Non
     return out
 
 
-def run_clean(spark: SparkSession, spec: JobSpec) -> dict:
-    """Delete what ``args.mode`` says may go and report what is still there.
+def run_clean(spark: SparkSession, spec: JobSpec, r: Clean) -> CleanOutput:
+    """Delete what ``r.mode`` says may go and report what is still there.
 
-    ``compaction``: obsolete and aborted directories up to ``args.highest_write_id`` of the
-    given partitions, chosen with the cleaner's ValidWriteIdList (``spec.snapshot``).
+    ``compaction``: obsolete and aborted directories up to ``r.highest_write_id`` of the given
+    partitions, chosen with the cleaner's ValidWriteIdList (``spec.snapshot``).
     ``aborted``: only directories of aborted write ids (and of aborted compactors) in the given
-    partitions, or in every partition if ``args.partitions`` is null (a dynamic-partition write
-    that never said where it wrote), plus staging left by ``args.aborted_txns``."""
-    a = spec.args
-    mode = a.get("mode")
-    if mode not in ("compaction", "aborted"):
-        raise JobSpecError(f"clean mode must be 'compaction' or 'aborted', not {mode!r}")
+    partitions, or in every partition if ``r.partitions`` is None (a dynamic-partition write
+    that never said where it wrote), plus staging left by ``r.aborted_txns``."""
+    mode, hwm = r.mode, r.highest_write_id
     table = Table(spec.table)
-    parts = a.get("partitions")
-    if parts is not None and not table.partition_columns:
-        parts = None
-    hwm = a.get("highest_write_id")
+    parts = r.partitions if table.partition_columns else None
     if mode == "compaction":
-        if hwm is None:
-            raise JobSpecError("a compaction clean needs args.highest_write_id")
         wl: ValidWriteIdList = ValidCleanerWriteIdList.parse(spec.snapshot.valid_write_ids)
     else:
         wl = ValidWriteIdList.parse(spec.snapshot.valid_write_ids)
@@ -370,7 +355,7 @@ def run_clean(spark: SparkSession, spec: JobSpec) -> dict:
     fs, root = table.fs_and_root
     doomed = _doomed(fs, table, root, parts, wl, txns, mode, hwm)
     staging = []
-    aborted_txns = [int(t) for t in a.get("aborted_txns") or []]
+    aborted_txns = [int(t) for t in r.aborted_txns]
     if aborted_txns:
         sdir = afs.join(root, afs.STAGING_DIR)
         prefixes = tuple(f"txn_{t}_" for t in aborted_txns)
@@ -392,5 +377,5 @@ def run_clean(spark: SparkSession, spec: JobSpec) -> dict:
         list(pool.map(remove, sorted(doomed)))
     after = _doomed(fs, table, root, parts, wl, txns, mode, hwm)
     remaining = sorted(set(after) | {s for s in staging if afs.exists(fs, afs.join(root, s))})
-    return {"mode": mode, "highest_write_id": hwm, "partitions": parts, "to_delete": sorted(doomed),
-            "deleted": sorted(set(doomed) - set(remaining)), "remaining": remaining, "errors": errors}
+    return CleanOutput(mode=mode, highest_write_id=hwm, partitions=parts, to_delete=sorted(doomed),
+                       deleted=sorted(set(doomed) - set(remaining)), remaining=remaining, errors=errors)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column as SparkColumn
@@ -17,8 +18,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..acid import fs as afs
+from ..acid.names import is_hidden
 from ..acid.reader import ROW_ID_COLUMN
-from .protocol import JobSpecError, MergeClause, SnapshotSpec, SourceSpec
+from ..jobs.spec import JobSpecError, MergeClause, SnapshotSpec, SourceSpec
 from .scan import Table, read_table
 from .types import assignable, spark_type
 from .write import ACTION, BUCKET, DELETE, INSERT, KIND, UPDATE, delete_events_df, insert_events_df, update_events_df
@@ -55,31 +58,47 @@ def _analyse(df_builder, what: str):  # type: ignore[no-untyped-def]
 
 def load_source(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """A MERGE/INSERT source: a file or directory, or another ACID table at its snapshot."""
+    source.validate()
     if source.table is not None:
-        if source.snapshot is None:
-            raise DmlError("a source table needs a snapshot")
         return read_table(spark, source.table, source.snapshot)
-    if not source.path:
-        raise DmlError("a source needs a path or a table")
-    fmt = (source.format or _guess_format(source.path)).lower()
-    if fmt not in ("orc", "parquet", "csv", "json"):
-        raise DmlError(f"unsupported source format {fmt!r}: use orc, parquet, csv or json")
-    reader = spark.read.format(fmt)
+    fmt = source.format_name
+    check_source_files(source.path, fmt)
     opts = dict(source.options)
     if fmt == "csv":
         opts.setdefault("header", "true")
         opts.setdefault("inferSchema", "true")
     try:
-        return reader.options(**opts).load(source.path)
+        return spark.read.format(fmt).options(**opts).load(source.path)
     except AnalysisException as exc:
         raise DmlError(f"cannot read source {source.path} as {fmt}: {_first_line(exc)}") from None
 
 
-def _guess_format(path: str) -> str:
-    for ext in ("orc", "parquet", "csv", "json"):
-        if path.rstrip("/").lower().endswith("." + ext):
-            return ext
-    raise DmlError(f"cannot tell the format of {path}: pass format (orc, parquet, csv, json)")
+# The bytes every file of a binary format starts with: a file without them is some other format
+# (Spark would fail later, deep in a task, with e.g. "footer is too large").
+_MAGIC = {"parquet": b"PAR1", "orc": b"ORC"}
+
+
+def check_source_files(path: str, fmt: str) -> list[pafs.FileInfo]:
+    """The data files of a source path (a file, or a directory tree without hidden entries),
+    each checked to be the format it claims to be."""
+    fs, root = afs.filesystem_for(path)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        files = [info]
+    elif info.type == pafs.FileType.Directory:
+        files = [f for f in fs.get_file_info(pafs.FileSelector(root, recursive=True))
+                 if f.type == pafs.FileType.File
+                 and not any(is_hidden(part) for part in f.path[len(root):].strip("/").split("/"))]
+    else:
+        raise DmlError(f"source {path} does not exist")
+    magic = _MAGIC.get(fmt)
+    for f in files if magic else []:
+        with fs.open_input_stream(f.path) as fh:
+            head = fh.read(len(magic))
+        if head != magic:
+            raise DmlError(f"source file {f.path} is not a {fmt.upper()} file (it does not start with "
+                           f"{magic.decode()}): give the right format")
+    return files
 
 
 def _typed(table: Table, name: str, value: SparkColumn, value_type: T.DataType, what: str) -> SparkColumn:

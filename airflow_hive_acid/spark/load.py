@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.orc as po
 import pyarrow.parquet as pq
 from pyspark import TaskContext
@@ -24,9 +23,9 @@ from pyspark.sql import SparkSession
 
 from ..acid import fs as afs
 from ..acid.bucket_codec import MAX_BUCKET_ID
-from ..acid.names import is_hidden
-from .dml import DmlError
-from .protocol import PartitionStats, SourceSpec
+from ..jobs.manifest import PartitionStats
+from ..jobs.spec import SourceSpec
+from .dml import DmlError, check_source_files
 from .scan import Table
 from .types import assignable, spark_type
 from .write import _STATS_SCHEMA, Placement, Stage, Statement, TaskFiles, _no_stage, publish, stats_batch
@@ -53,23 +52,13 @@ class Conform:
 def load_splits(source: SourceSpec) -> list[Split] | None:
     """The row groups / stripes of a Parquet or ORC source, or None if the source is not one
     this path reads exactly as Spark would."""
-    fmt = (source.format or "").lower() or _format_of(source.path or "")
-    if source.table is not None or not source.path or fmt not in ("parquet", "orc") or source.options:
+    if source.table is not None or not source.path or source.options or source.format_name not in ("parquet", "orc"):
         return None
-    fs, path = afs.filesystem_for(source.path)
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.File:
-        files = [info]
-    elif info.type == pafs.FileType.Directory:
-        files = []
-        for f in fs.get_file_info(pafs.FileSelector(path, recursive=False)):
-            if is_hidden(f.base_name):
-                continue
-            if f.type == pafs.FileType.Directory:
-                return None                      # Spark would discover partitions: its path
-            files.append(f)
-    else:
-        raise DmlError(f"source {source.path} does not exist")
+    fmt = source.format_name
+    fs, root = afs.filesystem_for(source.path)
+    files = check_source_files(source.path, fmt)
+    if any("/" in f.path[len(root):].strip("/") for f in files):
+        return None                      # files in subdirectories: Spark discovers partitions there
     splits = []
     for f in sorted(files, key=lambda f: f.path):
         uri = f.path if "://" not in source.path else source.path.split("://", 1)[0] + "://" + f.path
@@ -86,13 +75,6 @@ def load_splits(source: SourceSpec) -> list[Split] | None:
             raise DmlError(f"source file {f.path} is not a readable {fmt.upper()} file: {exc}") from None
         splits += [Split(uri, fmt, (i,), s) for i, s in enumerate(sizes)]
     return splits
-
-
-def _format_of(path: str) -> str:
-    for ext in ("parquet", "orc"):
-        if path.rstrip("/").lower().endswith("." + ext):
-            return ext
-    return ""
 
 
 def source_schema(split: Split) -> pa.Schema:

@@ -38,9 +38,10 @@ from ..acid.bucketing import bucket_ids
 from ..acid.reader import ROW_ID_COLUMN, BucketGroup, ReadRequest, read_bucket_group
 from ..acid.schema import row_id_type
 from ..acid.writeids import ValidWriteIdList
+from ..jobs.manifest import PartitionStats
+from ..jobs.spec import MergeClause, SnapshotSpec, SourceSpec
 from . import arrowexpr as ax
 from . import dml, load
-from .protocol import MergeClause, PartitionStats, SnapshotSpec, SourceSpec
 from .scan import Table, partition_values, plan_scan
 from .types import ROW_ID_SPARK, spark_type
 from .write import (

@@ -1,18 +1,21 @@
-"""Run a job spec in a SparkSession and produce its manifest — what every ``jobs/*.py`` entry
-script does, and what tests call in-process with a shared local session."""
+"""Run a job spec in a SparkSession and produce its manifest — what every entry script in
+``entrypoints/`` does, and what tests call in-process with a shared local session."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 import time
 
 from pyspark.sql import SparkSession
 
-from ..acid.errors import AcidError
-from ..acid.partitions import make_part_name, parse_spec_text
+from ..acid import fs as afs
+from ..acid.partitions import parse_spec_text
+from ..errors import HiveAcidError
+from ..jobs.manifest import Manifest, ReadOutput
+from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
 from . import compact, dml, load, merge
-from .protocol import JobSpec, JobSpecError, Manifest, MergeClause, SourceSpec, parse_merge_clause
 from .scan import Table, read_table, select_partitions
 from .write import Placement, Statement, write_statement
 
@@ -23,9 +26,11 @@ def run_job(spark: SparkSession, spec: JobSpec) -> Manifest:
     manifest = Manifest(job=spec.job, write_id=spec.write_id, statement_id=spec.statement_id,
                         spark_app_id=spark.sparkContext.applicationId)
     try:
+        spec.request.validate(spec.table)
         _dispatch(spark, spec, manifest)
-    except (AcidError, ValueError) as exc:
+    except (HiveAcidError, ValueError) as exc:
         manifest.ok, manifest.error, manifest.error_type = False, str(exc), type(exc).__name__
+        manifest.bad_input = isinstance(exc, ValueError)
     except Exception as exc:  # noqa: BLE001 - report whatever Spark raised, with its first lines
         manifest.ok, manifest.error_type = False, type(exc).__name__
         manifest.error = _spark_error(exc)
@@ -45,107 +50,88 @@ def _spark_error(exc: Exception) -> str:
 
 def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
     table = Table(spec.table)
-    a = spec.args
-    if spec.job == "read":
-        manifest.result = read(spark, spec, table)
+    r = spec.request
+    if isinstance(r, Read):
+        manifest.output = read(spark, spec, table, r)
         return
-    if spec.job == "compact":
-        manifest.partitions, manifest.result = compact.run_compaction(spark, spec)
+    if isinstance(r, Compact):
+        manifest.partitions, manifest.output = compact.run_compaction(spark, spec, r)
         return
-    if spec.job == "clean":
-        manifest.result = compact.run_clean(spark, spec)
+    if isinstance(r, Clean):
+        manifest.output = compact.run_clean(spark, spec, r)
         return
-    if table.spec.insert_only and spec.job != "insert":
-        raise dml.DmlError(f"{table.spec.name} is an insert-only table: only INSERT is allowed")
     exclude = (spec.write_id, frozenset(spec.writer_statement_ids))
-    overwrite = bool(a.get("overwrite"))
-    static = {k.lower(): str(v) for k, v in (a.get("partition") or {}).items()}
+    overwrite = isinstance(r, Insert) and r.overwrite
+    stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids, overwrite, spec.shared_txn)
     overwrite_parts: list[str] = []
-    if spec.job == "insert":
-        source = SourceSpec.from_dict(a.get("source"))
-        if source is None:
-            raise JobSpecError("INSERT needs a source")
+    if isinstance(r, Insert):
+        static = {k.lower(): str(v) for k, v in (r.partition or {}).items()}
         if overwrite:
             if static:
-                overwrite_parts = [make_part_name(table.partition_names, static)]
+                overwrite_parts = [spec.table.partition_name(static)]
             elif not table.partition_columns:
                 overwrite_parts = [""]
-        stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids, overwrite)
-        # base_W has no statement id: a bucketed overwrite needs one writer per bucket (a shuffle)
         with manifest.stage("plan"):
-            splits = None if overwrite and table.spec.num_buckets else load.load_splits(source)
+            # base_W has no statement id: a bucketed overwrite needs one writer per bucket (a shuffle)
+            splits = None if overwrite and table.spec.num_buckets else load.load_splits(r.source)
         if splits is not None:
             manifest.partitions = load.run_load(spark, stmt, splits, static, overwrite_parts, manifest.stage)
             return
         with manifest.stage("plan"):
-            events = dml.insert(table, dml.conform_source(table, dml.load_source(spark, source), static))
+            events = dml.insert(table, dml.conform_source(table, dml.load_source(spark, r.source), static))
         placement = Placement.SHUFFLE if overwrite and table.spec.num_buckets else Placement.PER_TASK
-    elif spec.job == "delete":
+    elif isinstance(r, Delete):
         with manifest.stage("plan"):
-            events = dml.delete(spark, table, spec.snapshot, a.get("where", ""), exclude)
+            events = dml.delete(spark, table, spec.snapshot, r.where, exclude)
         placement = Placement.LOCAL
-    elif spec.job == "update":
+    elif isinstance(r, Update):
         with manifest.stage("plan"):
-            events = dml.update(spark, table, spec.snapshot, a.get("set") or {}, a.get("where"), exclude)
+            events = dml.update(spark, table, spec.snapshot, r.set, r.where, exclude)
         placement = Placement.LOCAL
-    elif spec.job == "merge":
-        source = SourceSpec.from_dict(a.get("source"))
-        if source is None:
-            raise JobSpecError("MERGE needs a source")
-        clauses = [parse_merge_clause(c) if isinstance(c, str) else MergeClause(**c) for c in a.get("clauses", [])]
-        stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids)
-        manifest.partitions = merge.run_merge(spark, stmt, spec.snapshot, source, a.get("on") or [], clauses,
-                                              exclude, manifest.stage)
+    elif isinstance(r, Merge):
+        manifest.partitions = merge.run_merge(spark, stmt, spec.snapshot, r.source, r.on, r.clauses, exclude,
+                                              manifest.stage)
         return
     else:
         raise JobSpecError(f"job {spec.job!r} is not a DML job")
-    stmt = Statement(table, spec.txn_id, spec.write_id, spec.writer_statement_ids, overwrite)
     manifest.partitions = write_statement(spark, stmt, events, placement, overwrite_parts, manifest.stage)
 
 
-def read(spark: SparkSession, spec: JobSpec, table: Table) -> dict:
-    """Rows as JSON lines into ``args.output`` (a local file), at most ``args.limit``."""
-    a = spec.args
-    partitions = None
-    if a.get("partition"):
-        partitions = [parse_spec_text(a["partition"], table.partition_names)]
-    if a.get("partition_filter"):
-        partitions = select_partitions(spark, table, spec.snapshot, a["partition_filter"], partitions)
-    df = read_table(spark, table, spec.snapshot, columns=a.get("columns"), partitions=partitions,
-                    with_row_id=bool(a.get("with_row_id")))
-    if a.get("where"):
-        df = dml._analyse(lambda: df.filter(dml._expr(a["where"], "WHERE condition")), "WHERE")
-    if a.get("order_by"):
-        df = df.orderBy(*a["order_by"])
-    if a.get("limit") is not None:
-        df = df.limit(int(a["limit"]))
+def read(spark: SparkSession, spec: JobSpec, table: Table, r: Read) -> ReadOutput:
+    """Rows as JSON lines into ``r.output`` (on the table's filesystem, or any path pyarrow
+    reaches), at most ``r.limit``."""
+    partitions = [parse_spec_text(r.partition, table.partition_names)] if r.partition else None
+    if r.partition_filter:
+        partitions = select_partitions(spark, table, spec.snapshot, r.partition_filter, partitions)
+    df = read_table(spark, table, spec.snapshot, columns=r.columns, partitions=partitions,
+                    with_row_id=r.with_row_id)
+    if r.where:
+        df = dml._analyse(lambda: df.filter(dml._expr(r.where, "WHERE condition")), "WHERE")
+    if r.order_by:
+        df = df.orderBy(*r.order_by)
+    if r.limit is not None:
+        df = df.limit(r.limit)
     count = 0
-    out = a.get("output")
-    with open(out, "w") if out else _Null() as fh:
+    if r.output is None:
+        for _ in df.toLocalIterator():
+            count += 1
+        return ReadOutput(count, None)
+    fs, path = afs.filesystem_for(r.output)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(path) as fh:
         for row in df.toLocalIterator():
             count += 1
-            fh.write(json.dumps(row.asDict(recursive=True), default=str) + "\n")
-    return {"rows": count, "output": out}
-
-
-class _Null:
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        return self
-
-    def __exit__(self, *a: object) -> None:
-        return None
-
-    def write(self, _: str) -> None:
-        return None
+            fh.write((json.dumps(row.asDict(recursive=True), default=str) + "\n").encode())
+    return ReadOutput(count, r.output)
 
 
 def main(job: str) -> None:
-    """Entry point of ``jobs/<job>.py``: ``--spec FILE``; the manifest goes to the spec's
-    ``manifest_path``; exit status 0 on success, 1 on a failed job."""
+    """Entry point of ``entrypoints/<job>.py``: ``--spec-b64 SPEC``; the manifest goes to the
+    spec's ``manifest_path``; exit status 0 on success, 1 on a failed job."""
     ap = argparse.ArgumentParser(prog=f"hive-acid {job} job")
-    ap.add_argument("--spec", required=True)
+    ap.add_argument("--spec-b64", required=True, help="the job spec, JSON in base64")
     args = ap.parse_args()
-    spec = JobSpec.load(args.spec)
+    spec = JobSpec.from_json(base64.b64decode(args.spec_b64).decode())
     if spec.job != job:
         raise SystemExit(f"spec is for job {spec.job!r}, not {job!r}")
     from .session import get_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -27,29 +27,28 @@ from ..acid.reader import (
     read_bucket_group,
 )
 from ..acid.state import DirEntry, get_acid_state
-from ..acid.types import Column, parse_columns
+from ..acid.types import Column
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
-from .protocol import SnapshotSpec, TableSpec
+from ..jobs.spec import SnapshotSpec, TableSpec
 from .types import ROW_ID_SPARK, spark_type
-
-ALLOWED_PARTITION_TYPES = {"string", "varchar", "char", "tinyint", "smallint", "int", "bigint", "date", "boolean"}
 
 
 @dataclass
 class Table:
-    """A TableSpec with parsed columns and its filesystem."""
+    """A TableSpec and its filesystem, as the Spark side uses it."""
 
     spec: TableSpec
-    columns: list[Column] = field(init=False)
-    partition_columns: list[Column] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.columns = parse_columns(self.spec.columns)
-        self.partition_columns = parse_columns(self.spec.partition_columns) if self.spec.partition_columns else []
-        for c in self.partition_columns:
-            if c.type.name not in ALLOWED_PARTITION_TYPES:
-                raise AcidReadError(f"partition column {c.name} has type {c.type}; supported: "
-                                    f"{sorted(ALLOWED_PARTITION_TYPES)}")
+        self.spec.check_partition_types()
+
+    @property
+    def columns(self) -> list[Column]:
+        return self.spec.data_columns
+
+    @property
+    def partition_columns(self) -> list[Column]:
+        return self.spec.partition_cols
 
     @property
     def fs_and_root(self):  # type: ignore[no-untyped-def]
@@ -57,18 +56,14 @@ class Table:
 
     @property
     def partition_names(self) -> list[str]:
-        return [c.name for c in self.partition_columns]
+        return self.spec.partition_names
 
     @property
     def all_columns(self) -> list[Column]:
         return self.columns + self.partition_columns
 
     def column(self, name: str) -> Column:
-        for c in self.all_columns:
-            if c.name == name:
-                return c
-        raise AcidReadError(f"unknown column {name!r} of {self.spec.name}; columns: "
-                            f"{[c.name for c in self.all_columns]}")
+        return self.spec.column(name)
 
 
 @dataclass

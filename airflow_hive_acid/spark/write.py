@@ -39,11 +39,13 @@ from pyspark.sql import types as T
 from ..acid import fs as afs
 from ..acid.bucket_codec import MAX_BUCKET_ID, decode_bucket_array
 from ..acid.bucketing import bucket_ids
-from ..acid.names import base_name, bucket_file_name, delta_name
-from ..acid.partitions import DEFAULT_PARTITION_NAME, make_part_name
+from ..acid.errors import AcidError
+from ..acid.names import base_name, bucket_file_name, delta_name, parse_dir
+from ..acid.partitions import make_part_name
 from ..acid.reader import ROW_ID_COLUMN
 from ..acid.writer import InsertFile, delete_events, write_acid_file
-from .protocol import PartitionStats
+from ..jobs.manifest import PartitionStats
+from ..jobs.spec import partition_value_text
 from .scan import Table
 from .types import ROW_ID_SPARK, spark_type
 
@@ -93,6 +95,7 @@ class Statement:
     write_id: int
     statement_ids: tuple[int, ...]
     overwrite: bool = False
+    shared_txn: bool = False      # an earlier attempt may have left directories under these ids
 
     @property
     def statement_id(self) -> int:
@@ -259,15 +262,7 @@ def partition_name(table: Table, values: list) -> str:
     """The partition directory of a row's partition values (validated: no ``/`` or ``..``)."""
     if not table.partition_columns:
         return ""
-    strs = []
-    for v in values:
-        if v is None:
-            strs.append(DEFAULT_PARTITION_NAME)
-        elif isinstance(v, bool):
-            strs.append("true" if v else "false")
-        else:
-            strs.append(str(v))
-    return make_part_name(table.partition_names, strs)
+    return make_part_name(table.partition_names, [partition_value_text(v) for v in values])
 
 
 @dataclass
@@ -429,6 +424,8 @@ def publish(fs: pafs.FileSystem, root: str, staging: str, stmt: Statement, rows:
     for part in overwrite_partitions:
         stats.setdefault(part, PartitionStats(part))
         dirs.add((part, stmt.dir_name(INSERT)))
+    if stmt.shared_txn:
+        _remove_leftovers(fs, root, stmt, dirs)
     for part, dir_name in sorted(dirs):
         staged = afs.join(staging, part, dir_name)
         if not stmt.table.spec.insert_only:
@@ -438,3 +435,20 @@ def publish(fs: pafs.FileSystem, root: str, staging: str, stmt: Statement, rows:
         afs.publish(fs, staged, afs.join(root, part, dir_name))
         stats[part].directories.append(dir_name)
     return [stats[p] for p in sorted(stats)]
+
+
+def _remove_leftovers(fs: pafs.FileSystem, root: str, stmt: Statement, keep: set[tuple[str, str]]) -> None:
+    """Directories an earlier attempt of this statement published under its ids that this one
+    does not replace (it wrote fewer files, or other partitions): in a shared txn they would
+    become visible at its commit."""
+    listing = afs.list_table(fs, root, stmt.table.partition_names)
+    for part, entries in listing.partitions.items():
+        for e in entries:
+            if not e.is_dir or not e.name.startswith(("delta_", "delete_delta_")) or (part, e.name) in keep:
+                continue
+            try:
+                p = parse_dir(e.name)
+            except AcidError:
+                continue
+            if p.min_write_id == p.max_write_id == stmt.write_id and p.statement_id in stmt.statement_ids:
+                fs.delete_dir(afs.join(root, part, e.name))

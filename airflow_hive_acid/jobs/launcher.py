@@ -1,8 +1,12 @@
-"""Run a job through the ``spark-submit`` of this environment's pyspark, without importing
-pyspark (the Airflow worker and the CLI never do): find SPARK_HOME from the installed package,
-point the Python workers at this interpreter, stream the output, read the manifest."""
+"""Run a job: :func:`run_job` is the one place a job runs under its transaction's heartbeat;
+a :class:`Submit` starts it. :class:`LocalSubmitter` uses the ``spark-submit`` of this
+environment's pyspark without importing pyspark (the Airflow worker and the CLI never do): it
+finds SPARK_HOME from the installed package, points the Python workers at this interpreter,
+passes the spec on the command line, streams the output and reads the manifest back from the
+table's filesystem, so the driver may run on another machine (cluster deploy mode)."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import os
@@ -11,21 +15,44 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
-from .protocol import JobSpec, Manifest
+from ..acid import fs as afs
+from ..errors import JobFailed
+from .manifest import Manifest
+from .spec import JobSpec
 
-JOBS_DIR = Path(__file__).resolve().parent / "jobs"
+ENTRYPOINTS = Path(__file__).resolve().parent.parent / "spark" / "entrypoints"
 
 
-class JobFailed(RuntimeError):
-    """A Spark job that ended without success; ``manifest`` is set if the job wrote one."""
+@runtime_checkable
+class Submit(Protocol):
+    """Runs one job to its end: its manifest, or ``JobFailed``; ``kill`` stops a running job."""
 
-    def __init__(self, message: str, manifest: Manifest | None = None):
-        super().__init__(message)
-        self.manifest = manifest
+    def __call__(self, spec: JobSpec) -> Manifest: ...
+
+    def kill(self) -> None: ...
+
+
+def run_job(submit: Submit, spec: JobSpec, keepalive: AbstractContextManager | None = None) -> Manifest:
+    """Run ``spec`` with ``submit`` inside ``keepalive`` (the transaction's heartbeat), its
+    manifest on the table's filesystem at a fresh path, removed once read."""
+    name = (f"txn_{spec.txn_id}_" if spec.txn_id else "") + f"job_{uuid.uuid4().hex}"
+    job_dir = afs.join(spec.table.location, afs.STAGING_DIR, name)
+    spec.manifest_path = afs.join(job_dir, "manifest.json")
+    try:
+        with keepalive if keepalive is not None else nullcontext():
+            return submit(spec)
+    finally:
+        fs, path = afs.filesystem_for(job_dir)
+        if afs.exists(fs, path):
+            fs.delete_dir(path)
 
 
 def spark_home() -> str:
@@ -44,10 +71,15 @@ def spark_submit_binary() -> str:
 
 
 def job_script(job: str) -> str:
-    path = JOBS_DIR / f"{job}.py"
+    path = ENTRYPOINTS / f"{job}.py"
     if not path.exists():
-        raise JobFailed(f"no entry script for job {job!r} in {JOBS_DIR}")
+        raise JobFailed(f"no entry script for job {job!r} in {ENTRYPOINTS}")
     return str(path)
+
+
+def spec_arguments(spec: JobSpec) -> list[str]:
+    """The entry script's arguments: the spec itself, so no file of the submitter is needed."""
+    return ["--spec-b64", base64.b64encode(spec.to_json().encode()).decode()]
 
 
 def job_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -61,12 +93,12 @@ def job_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 # Settings that make small jobs start faster; a cluster's spark-defaults still apply. The worker
-# daemon is pyspark's own, imported from the installed package (see ``jobs/__init__.py``).
+# daemon is pyspark's own, imported from the installed package (see ``spark/entrypoints``).
 FAST_START_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.speculation": "false",
-    "spark.python.daemon.module": "airflow_hive_acid.spark.jobs.daemon",
+    "spark.python.daemon.module": "airflow_hive_acid.spark.entrypoints.daemon",
 }
 
 
@@ -135,24 +167,52 @@ class FastJvm:
         self._dump = None
 
 
-def submit_command(spec_path: str, job: str, master: str, conf: dict[str, str] | None = None) -> list[str]:
-    cmd = [spark_submit_binary(), "--master", master, "--name", f"hive-acid-{job}"]
-    for k, v in {**FAST_START_CONF, **env_conf(), **(conf or {})}.items():
+@dataclass(frozen=True)
+class Application:
+    """What spark-submit runs for a job: the application file, its main class (a JVM
+    application), its arguments and the job's Spark settings."""
+
+    file: str
+    args: list[str]
+    conf: dict[str, str]
+    java_class: str | None = None
+
+
+def application(spec: JobSpec, master: str, conf: dict[str, str] | None = None,
+                deploy_mode: str | None = None) -> Application:
+    """A job's application. Standalone masters refuse Python applications in cluster deploy
+    mode; there the driver runs pyspark's ``PythonRunner`` as a JVM application instead."""
+    conf = {**FAST_START_CONF, **env_conf(), **(conf or {})}
+    if deploy_mode == "cluster" and master.startswith("spark://"):
+        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+        conf = {"spark.standalone.submit.waitAppCompletion": "true", "spark.pyspark.python": python,
+                "spark.pyspark.driver.python": python, **conf}
+        core = next((Path(spark_home()) / "jars").glob("spark-core_*.jar"))
+        return Application(str(core), [job_script(spec.job), "", *spec_arguments(spec)], conf,
+                           "org.apache.spark.deploy.PythonRunner")
+    return Application(job_script(spec.job), spec_arguments(spec), conf)
+
+
+def submit_command(spec: JobSpec, master: str, conf: dict[str, str] | None = None,
+                   deploy_mode: str | None = None) -> list[str]:
+    """The spark-submit command line of a job."""
+    app = application(spec, master, conf, deploy_mode)
+    cmd = [spark_submit_binary(), "--master", master, "--name", f"hive-acid-{spec.job}"]
+    if deploy_mode:
+        cmd += ["--deploy-mode", deploy_mode]
+    for k, v in app.conf.items():
         cmd += ["--conf", f"{k}={v}"]
-    return cmd + [job_script(job), "--spec", spec_path]
+    if app.java_class:
+        cmd += ["--class", app.java_class]
+    return cmd + [app.file, *app.args]
 
 
 def collect_manifest(spec: JobSpec, returncode: int, output_tail: Iterable[str] = ()) -> Manifest:
     """The manifest of a finished job, or ``JobFailed`` with the job's own error (from the
     manifest) or, if it wrote none, the exit status and the last lines of its output."""
-    manifest = None
-    if Path(spec.manifest_path).exists():
-        try:
-            manifest = Manifest.load(spec.manifest_path)
-        except ValueError:
-            manifest = None
-    if manifest is not None and not manifest.ok:
-        raise JobFailed(f"{spec.job} job failed: {manifest.error}", manifest)
+    manifest = Manifest.load(spec.manifest_path)
+    if manifest is not None:
+        manifest.raise_for_failure()
     if returncode != 0 or manifest is None:
         raise JobFailed(f"spark-submit of the {spec.job} job exited with status {returncode}; last output:\n"
                         + "\n".join(output_tail), manifest)
@@ -174,16 +234,17 @@ class LocalSubmitter:
     CLI and by tests. The Airflow hook submits through ``SparkSubmitHook`` instead."""
 
     def __init__(self, master: str | None = None, conf: dict[str, str] | None = None,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, deploy_mode: str | None = None):
         self.master = master or os.environ.get("HIVE_ACID_SPARK_MASTER", "local[*]")
         self.conf = conf or {}
+        self.deploy_mode = deploy_mode
         self.log = log or (lambda line: print(line, file=sys.stderr))
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
-    def __call__(self, spec: JobSpec, spec_path: str) -> Manifest:
-        jvm = FastJvm()
-        cmd = submit_command(spec_path, spec.job, self.master, jvm.conf({**env_conf(), **self.conf}))
+    def __call__(self, spec: JobSpec) -> Manifest:
+        jvm = FastJvm(self.deploy_mode)
+        cmd = submit_command(spec, self.master, jvm.conf({**env_conf(), **self.conf}), self.deploy_mode)
         tail: deque[str] = deque(maxlen=40)
         with self._lock:
             self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -1,5 +1,5 @@
 """spark-submit entry point of the insert job: ``spark-submit insert.py --spec FILE``."""
-from airflow_hive_acid.spark.jobs import use_installed_pyspark
+from airflow_hive_acid.spark.entrypoints import use_installed_pyspark
 
 use_installed_pyspark()
 
