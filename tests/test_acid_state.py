@@ -1,4 +1,4 @@
-"""AcidState against Hive's getAcidState rules (hive-acid-format.md §1.5)."""
+"""AcidState against Hive's getAcidState rules (docs/format.md §3)."""
 import pytest
 
 from airflow_hive_acid.acid.state import DirEntry, NotEnoughHistoryError, get_acid_state

@@ -17,24 +17,12 @@ the result is a valid ORC file with identical data.
 
 Compression of ORC streams (used here for the Footer): a sequence of chunks, each with a 3-byte
 little-endian header ``chunkLength * 2 + isOriginal``; "original" chunks are stored
-uncompressed, which every reader accepts for every codec. Support matrix:
-
-==========  =============================================  ===============================
-kind        read (decompress)                              write (compress)
-==========  =============================================  ===============================
-NONE        yes (no chunk headers at all)                  yes
-ZLIB        yes, stdlib ``zlib`` raw deflate               yes, raw deflate (level 6)
-ZSTD        yes: ``zstandard`` module if importable, else  yes, ``pyarrow.Codec("zstd")``;
-            ``pyarrow.Codec("zstd")`` (needs the frame's   "original" chunks if pyarrow has
-            content size, which ORC writers record)        no zstd codec
-SNAPPY      yes, ``pyarrow.Codec("snappy")``               yes (pyarrow), else original
-LZ4         yes, pure-Python LZ4 *block* decoder           yes, ``pyarrow.Codec("lz4_raw")``,
-                                                           else original
-LZO/BROTLI  no: :class:`UnsupportedCompressionError`       (never reached)
-==========  =============================================  ===============================
-
-A chunk whose compressed form is not smaller than its input is written as an original chunk, as
-the Java and C++ writers do. Pure Python + pyarrow + stdlib; no Spark, database or Airflow.
+uncompressed. The codecs are those a table's ``orc.compress`` can name, which are the ones the
+writer writes: NONE, ZLIB (stdlib ``zlib``, raw deflate), ZSTD, SNAPPY and LZ4 (pyarrow's
+codecs; LZ4 blocks are decompressed by the ``lz4`` package, as a raw block does not record its
+length). A chunk whose compressed form is not smaller than its input is written as an original
+chunk, as the Java and C++ writers do. Reading data and stripe information is left to pyarrow
+and pyorc; this module parses only the tail it rewrites. No Spark, database or Airflow.
 """
 from __future__ import annotations
 
@@ -44,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import lz4.block
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,7 +43,7 @@ from .types import HiveType
 
 __all__ = [
     "OrcFileError", "UnsupportedCompressionError", "OrcTail",
-    "read_tail", "read_user_metadata", "stripe_row_counts", "add_user_metadata",
+    "read_tail", "add_user_metadata",
     "write_orc_with_metadata", "hive_key_index", "hive_acid_stats", "hive_acid_metadata",
     "compress_stream", "decompress_stream", "COMPRESSION_KINDS",
     "ACID_KEY_INDEX", "ACID_STATS", "ACID_VERSION", "ACID_VERSION_VALUE",
@@ -319,145 +308,73 @@ def _kind_name(code: int) -> str:
     return COMPRESSION_KINDS.get(code, f"<unknown compression kind {code}>")
 
 
-def _pa_codec(name: str) -> pa.Codec | None:
-    try:
-        return pa.Codec(name) if pa.Codec.is_available(name) else None
-    except (ValueError, NotImplementedError, pa.ArrowException):
-        return None
+# pyarrow's codec per ORC kind: ORC's LZ4 chunks are raw LZ4 blocks (no frame).
+_PA_CODECS = {2: "snappy", 4: "lz4_raw", 5: "zstd"}
 
 
-def _lz4_block_decompress(src: bytes, limit: int) -> bytes:
-    """Decode one raw LZ4 *block* (no frame), as ORC's LZ4 codec writes them."""
-    out = bytearray()
-    i, n = 0, len(src)
-    while i < n:
-        token = src[i]
-        i += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                if i >= n:
-                    raise OrcFileError("corrupt LZ4 block (literal length)")
-                b = src[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
-        if i + lit > n:
-            raise OrcFileError("corrupt LZ4 block (literals past end)")
-        out += src[i:i + lit]
-        i += lit
-        if i >= n:          # the last sequence carries literals only
-            break
-        if i + 2 > n:
-            raise OrcFileError("corrupt LZ4 block (offset)")
-        offset = src[i] | (src[i + 1] << 8)
-        i += 2
-        if offset == 0 or offset > len(out):
-            raise OrcFileError("corrupt LZ4 block (bad match offset)")
-        mlen = token & 15
-        if mlen == 15:
-            while True:
-                if i >= n:
-                    raise OrcFileError("corrupt LZ4 block (match length)")
-                b = src[i]
-                i += 1
-                mlen += b
-                if b != 255:
-                    break
-        mlen += 4
-        start = len(out) - offset
-        if mlen <= offset:
-            out += out[start:start + mlen]
-        else:                              # overlapping copy repeats the last `offset` bytes
-            pattern = bytes(out[start:])
-            reps = -(-mlen // offset)
-            out += (pattern * reps)[:mlen]
-        if len(out) > limit:
-            raise OrcFileError("LZ4 chunk decompresses beyond the compression block size")
-    return bytes(out)
+def _pa_codec(code: int) -> pa.Codec:
+    name = _PA_CODECS.get(code)
+    if name is None or not pa.Codec.is_available(name):
+        raise UnsupportedCompressionError(
+            f"cannot (de)compress ORC {_kind_name(code)} streams (supported: NONE, ZLIB, ZSTD, SNAPPY, LZ4)")
+    return pa.Codec(name)
 
 
-def _zstd_frame_content_size(src: bytes) -> int | None:
-    """Frame_Content_Size from a zstd frame header (RFC 8878 3.1.1.1), or None if absent."""
+def _zstd_content_size(src: bytes) -> int:
+    """Frame_Content_Size of a zstd frame (RFC 8878 3.1.1.1): pyarrow must be told the output
+    size, and ORC's writers (Java and C++) record it in every frame."""
     if len(src) < 5 or src[:4] != b"\x28\xb5\x2f\xfd":
         raise OrcFileError("corrupt ZSTD chunk (no frame magic)")
     fhd = src[4]
     fcs_flag, single_segment, dict_flag = fhd >> 6, (fhd >> 5) & 1, fhd & 3
     pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
     size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-    if size == 0:
-        return None
-    if pos + size > len(src):
-        raise OrcFileError("corrupt ZSTD chunk (short frame header)")
+    if size == 0 or pos + size > len(src):
+        raise OrcFileError("ZSTD chunk without a frame content size")
     value = int.from_bytes(src[pos:pos + size], "little")
     return value + 256 if size == 2 else value
 
 
-def _zstd_decompress(src: bytes, limit: int) -> bytes:
-    try:
-        import zstandard  # optional; handles frames without a content size
-    except ImportError:
-        zstandard = None
-    if zstandard is not None:
-        dobj = zstandard.ZstdDecompressor().decompressobj()
-        out = dobj.decompress(src)
-        if len(out) > limit:
-            raise OrcFileError("ZSTD chunk decompresses beyond the compression block size")
-        return out
-    codec = _pa_codec("zstd")
-    if codec is None:
-        raise UnsupportedCompressionError("ZSTD: neither the zstandard module nor a pyarrow zstd codec")
-    size = _zstd_frame_content_size(src)
-    if size is None:
-        raise UnsupportedCompressionError(
-            "ZSTD chunk without a frame content size: install the 'zstandard' module to read it")
-    if size > limit:
-        raise OrcFileError("ZSTD chunk decompresses beyond the compression block size")
-    return codec.decompress(src, decompressed_size=size, asbytes=True)
-
-
-def _snappy_decompress(src: bytes, limit: int) -> bytes:
-    size, _ = _read_varint(memoryview(src), 0, len(src))     # snappy preamble: uncompressed length
-    if size > limit:
-        raise OrcFileError("SNAPPY chunk decompresses beyond the compression block size")
-    codec = _pa_codec("snappy")
-    if codec is None:
-        raise UnsupportedCompressionError("SNAPPY: pyarrow has no snappy codec")
-    return codec.decompress(src, decompressed_size=size, asbytes=True)
+def _decompressed_size(code: int, src: bytes) -> int:
+    """What a chunk decompresses to, from its own header (pyarrow returns exactly this many)."""
+    if code == 5:
+        return _zstd_content_size(src)
+    size, shift = 0, 0                      # snappy: a varint preamble holds the length
+    for b in src[:5]:
+        size |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return size
+    raise OrcFileError("corrupt SNAPPY chunk (length preamble)")
 
 
 def _decompress_chunk(code: int, src: bytes, limit: int) -> bytes:
-    if code == 1:
-        d = zlib.decompressobj(-15)
-        try:
-            out = d.decompress(src, limit + 1)
-        except zlib.error as e:
-            raise OrcFileError(f"corrupt ZLIB chunk: {e}") from None
-        if len(out) > limit:
-            raise OrcFileError("ZLIB chunk decompresses beyond the compression block size")
-        return out
-    if code == 5:
-        return _zstd_decompress(src, limit)
-    if code == 2:
-        return _snappy_decompress(src, limit)
-    if code == 4:
-        return _lz4_block_decompress(src, limit)
-    raise UnsupportedCompressionError(
-        f"cannot decompress ORC {_kind_name(code)} streams (supported: NONE, ZLIB, SNAPPY, LZ4, ZSTD)")
+    what = _kind_name(code)
+    try:
+        if code == 1:
+            out = zlib.decompressobj(-15).decompress(src, limit + 1)
+        elif code == 4:                     # a raw block does not record its length
+            out = lz4.block.decompress(src, uncompressed_size=limit)
+        else:
+            codec = _pa_codec(code)
+            size = _decompressed_size(code, src)
+            if size > limit:
+                raise OrcFileError(f"{what} chunk decompresses beyond the compression block size")
+            out = codec.decompress(src, decompressed_size=size, asbytes=True)
+    except (zlib.error, lz4.block.LZ4BlockError, OSError, pa.ArrowException, ValueError) as e:
+        if isinstance(e, OrcFileError):
+            raise
+        raise OrcFileError(f"corrupt {what} chunk: {e}") from None
+    if len(out) > limit:
+        raise OrcFileError(f"{what} chunk decompresses beyond the compression block size")
+    return out
 
 
-def _compress_chunk(code: int, src: bytes) -> bytes | None:
-    """Compressed bytes for one chunk, or None to store it as an original chunk."""
+def _compress_chunk(code: int, src: bytes) -> bytes:
     if code == 1:
         c = zlib.compressobj(6, zlib.DEFLATED, -15)
         return c.compress(src) + c.flush()
-    name = {5: "zstd", 2: "snappy", 4: "lz4_raw"}.get(code)
-    if name is None:
-        # e.g. LZO/BROTLI: original chunks are valid for every codec
-        return None
-    codec = _pa_codec(name)
-    return None if codec is None else codec.compress(src, asbytes=True)
+    return _pa_codec(code).compress(src, asbytes=True)
 
 
 def decompress_stream(data: BytesLike, kind: int | str, block_size: int) -> bytes:
@@ -493,15 +410,13 @@ def compress_stream(data: BytesLike, kind: int | str, block_size: int) -> bytes:
     buf = bytes(data)
     if code == 0:
         return buf
-    if code not in COMPRESSION_KINDS:
-        raise UnsupportedCompressionError(f"unknown ORC compression kind {code}")
     if not 0 < block_size <= _MAX_CHUNK:
         raise OrcFileError(f"bad compression block size {block_size}")
     out = bytearray()
     for start in range(0, len(buf), block_size):
         piece = buf[start:start + block_size]
         comp = _compress_chunk(code, piece)
-        if comp is not None and len(comp) < len(piece):
+        if len(comp) < len(piece):
             header, payload = len(comp) << 1, comp
         else:
             header, payload = (len(piece) << 1) | 1, piece
@@ -575,16 +490,6 @@ def read_tail(orc_bytes: BytesLike) -> OrcTail:
     )
 
 
-def stripe_row_counts(orc_bytes: BytesLike) -> list[int]:
-    """Rows per stripe, in file order, from the footer's StripeInformation."""
-    return read_tail(orc_bytes).stripe_row_counts
-
-
-def read_user_metadata(orc_bytes: BytesLike) -> dict[str, bytes]:
-    """Footer user metadata, name -> raw value bytes (last item wins on duplicate names)."""
-    return read_tail(orc_bytes).user_metadata
-
-
 def _as_value_bytes(name: str, value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8")
@@ -604,22 +509,28 @@ def add_user_metadata(orc_bytes: BytesLike, items: Mapping[str, bytes | str]) ->
     return rewrite_footer(orc_bytes, items)
 
 
+ItemsFn = Callable[[list[int]], Mapping[str, bytes | str]]
+
 # ORC ``Type.Kind`` codes this module rewrites, and ``Footer.calendar`` values.
 KIND_STRING, KIND_VARCHAR, KIND_CHAR = 7, 16, 17
 CALENDAR_PROLEPTIC_GREGORIAN = 2
 
 
-def rewrite_footer(orc_bytes: BytesLike, items: Mapping[str, bytes | str] | None = None, *,
+def rewrite_footer(orc_bytes: BytesLike, items: ItemsFn | Mapping[str, bytes | str] | None = None, *,
                    string_types: Mapping[int, tuple[int, int]] | None = None,
                    calendar: int | None = None) -> bytes:
     """``orc_bytes`` with a rewritten Footer: user metadata ``items`` added (see
-    :func:`add_user_metadata`), the ``string`` columns named in ``string_types`` (column id ->
-    (kind, maximum length)) declared ``varchar``/``char`` instead, and ``Footer.calendar`` set.
+    :func:`add_user_metadata`; a callable gets the rows of each stripe first), the ``string``
+    columns named in ``string_types`` (column id -> (kind, maximum length)) declared
+    ``varchar``/``char`` instead, and ``Footer.calendar`` set.
 
     ORC stores the three string kinds alike (same streams and statistics), so only the Footer's
     type changes. The calendar tells Java readers whether dates and timestamps before 1582 are
     proleptic Gregorian (what Arrow, Spark and Hive 4 use) or hybrid Julian.
     """
+    tail = read_tail(orc_bytes)
+    if callable(items):
+        items = items(tail.stripe_row_counts)
     new_items: dict[str, bytes] = {}
     for name, value in (items or {}).items():
         if not isinstance(name, str) or not name:
@@ -627,7 +538,6 @@ def rewrite_footer(orc_bytes: BytesLike, items: Mapping[str, bytes | str] | None
         new_items[name] = _as_value_bytes(name, value)
     string_types = dict(string_types or {})
 
-    tail = read_tail(orc_bytes)
     pending = dict(sorted(new_items.items()))
     out_fields: list[bytes] = []
     pending_calendar = calendar
@@ -697,9 +607,6 @@ def rewrite_footer(orc_bytes: BytesLike, items: Mapping[str, bytes | str] | None
 # --------------------------------------------------------------------------------------------
 # Writing with pyarrow + patch; Hive ACID metadata values
 # --------------------------------------------------------------------------------------------
-
-ItemsFn = Callable[[list[int]], Mapping[str, bytes | str]]
-
 
 def write_orc_with_metadata(
     table: pa.Table | pa.RecordBatch,
@@ -810,8 +717,7 @@ class OrcStreamWriter:
             data = self._sink.getvalue()
             string_types = {i: (KIND_VARCHAR if t.name == "varchar" else KIND_CHAR, t.params[0])
                             for i, t in enumerate(self.orc_type.walk()) if t.name in ("varchar", "char")}
-        items = items_fn(stripe_row_counts(data)) if callable(items_fn) else items_fn
-        return rewrite_footer(data, items, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+        return rewrite_footer(data, items_fn, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
 
 
 # -- timestamps pyarrow cannot write or read -------------------------------------------------

@@ -1,6 +1,6 @@
 """``AcidState``: from a partition's listing and a snapshot, what to read and what is garbage.
 
-Follows Hive 4's ``AcidUtils.getAcidState`` (see ``hive-acid-format.md`` §1.5) with the
+Follows Hive 4's ``AcidUtils.getAcidState`` (see ``docs/format.md`` §3) with the
 HIVE-29601 fix: a base is valid only if it is committed in the snapshot (``isWriteIdValid`` for
 an INSERT OVERWRITE base, ``isValidBase`` for a compacted one), never by the ``minOpenWriteId``
 shortcut that loses data. Every directory not chosen is given a reason, so ``hive-acid dirs`` can
@@ -51,10 +51,6 @@ class DirEntry:
         """Files a reader opens: bucket files, or any non-hidden file of raw (MM / LOAD) dirs."""
         return [c for c in self.children if not c.is_dir and not c.name.startswith(("_", "."))
                 and not c.name.endswith("_flush_length")]
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(c.size for c in self.children if not c.is_dir)
 
 
 @dataclass

@@ -234,14 +234,6 @@ class InsertFile:
         return WrittenFile(path, n, len(data))
 
 
-def write_plain_file(fs: pafs.FileSystem, path: str, rows: pa.Table, columns: list[Column],
-                     compression: str = DEFAULT_CODEC) -> WrittenFile:
-    """An insert-only (MM) table's data file: the table columns, no ACID struct."""
-    f = InsertFile(columns, 0, 0, 0, insert_only=True, compression=compression)
-    f.write(rows)
-    return f.close(fs, path)
-
-
 def statement_bucket_ok(bucket: int) -> None:
     if not 0 <= bucket <= bucket_codec.MAX_BUCKET_ID:
         raise AcidWriteError(f"bucket/writer id {bucket} out of range 0..{bucket_codec.MAX_BUCKET_ID}")
