@@ -252,3 +252,32 @@ def test_statement_ids_count_on_and_extra_ids_come_from_the_top(ms):
         ms.txns.statement_ids(txn, "db.t", "huge", 4090)
     with pytest.raises(InvalidInputError, match="statement key"):
         ms.txns.statement_ids(txn, "db.t", "bad\x1fkey")
+
+
+def test_stream_batches_commit_exactly_once_and_are_purged(clocked):
+    from airflow_hive_acid.metastore import StreamBatch
+    m, clock = clocked
+    q = "4f1c2a0e-0000-4000-8000-000000000001"
+    for batch in (0, 1):
+        txn, wids = m.txns.begin_write(["db.t"])
+        m.txns.commit_txn(txn, [WriteStat("db", "t", "", wids["db.t"], Operation.INSERT, rows_inserted=10 + batch)],
+                          stream=StreamBatch("db.t", q, batch))
+    got = m.txns.stream_batches("db.t", q)
+    assert [(b.batch_id, b.rows, b.write_id) for b in got] == [(0, 10, 1), (1, 11, 2)]
+    assert m.txns.stream_batch("db.t", q, 1).txn_id == got[1].txn_id
+    assert m.txns.stream_batch("db.t", q, 2) is None and m.txns.stream_batch("db.p", q, 1) is None
+    # Spark replays batch 1 after a crash: the commit is refused and nothing of it is visible
+    txn, wids = m.txns.begin_write(["db.t"])
+    with pytest.raises(TxnError, match=f"batch 1 of streaming query {q} is already committed into db.t"):
+        m.txns.commit_txn(txn, [WriteStat("db", "t", "", wids["db.t"], Operation.INSERT, rows_inserted=11)],
+                          stream=StreamBatch("db.t", q, 1))
+    assert m.txns.get_txn(txn).state is TxnState.OPEN
+    m.txns.abort_txn(txn, "replayed batch")
+    assert m.txns.snapshot("db.t").valid_write_ids.high_watermark == 3
+    assert m.txns.snapshot("db.t").valid_write_ids.aborted_ids == (3,)
+    with pytest.raises(InvalidInputError, match="bad stream batch"):
+        m.txns.commit_txn(m.txns.open_txn(), stream=StreamBatch("db.t", "", 0))
+    # housekeeping forgets old batches but each query's latest, which a replay is checked against
+    clock.advance(8 * 86400)
+    assert m.housekeep().purged_stream_batches == 1
+    assert [b.batch_id for b in m.txns.stream_batches("db.t")] == [1]

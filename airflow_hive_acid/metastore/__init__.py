@@ -27,6 +27,7 @@ from .models import (
     LockState,
     LockType,
     Operation,
+    StreamBatch,
     TableInfo,
     TableSnapshot,
     TxnInfo,
@@ -41,6 +42,6 @@ __all__ = [
     "InvalidInputError", "LockTimeoutError", "NoSuchObjectError", "NotInitializedError", "TableNotFoundError",
     "TooManyOpenTxnsError", "TxnAbortedError", "TxnError", "TxnTimedOutError", "WriteConflictError",
     "NO_PARTITION", "CompactionInfo", "CompactionState", "CompactionType", "LockComponent", "LockInfo",
-    "LockState", "LockType", "Operation", "TableInfo", "TableSnapshot", "TxnInfo", "TxnState", "TxnType",
+    "LockState", "LockType", "Operation", "StreamBatch", "TableInfo", "TableSnapshot", "TxnInfo", "TxnState", "TxnType",
     "WriteStat",
 ]

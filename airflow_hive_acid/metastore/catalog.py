@@ -16,7 +16,7 @@ from ..acid.types import Column, format_columns, parse_columns, validate_identif
 from .counters import Counters
 from .db import Store
 from .errors import AlreadyExistsError, InvalidInputError, TableNotFoundError, TxnError
-from .models import NO_PARTITION, TableInfo
+from .models import NO_PARTITION, TableInfo, TxnState
 from .schema import dbs, partitions, tbls, txn_to_write_id, txns
 
 KNOWN_COMPACTOR_KEYS = {
@@ -115,10 +115,6 @@ class Catalog:
                 raise AlreadyExistsError(f"database {name!r} already exists")
         return name
 
-    def list_databases(self) -> list[str]:
-        with self.store.read() as conn:
-            return [r[0] for r in conn.execute(select(dbs.c.name).order_by(dbs.c.name))]
-
     # -- tables -------------------------------------------------------------------------------
     def create_table(self, qualified: str, columns: str | list[Column], *,
                      partitioned_by: str | list[Column] | None = None,
@@ -203,11 +199,6 @@ class Catalog:
             raise TableNotFoundError(f"unknown table {db}.{name}")
         return t
 
-    def table_exists(self, qualified: str) -> bool:
-        db, name = split_name(qualified)
-        with self.store.read() as conn:
-            return self._get(conn, db, name) is not None
-
     def _get(self, conn: Connection, db: str, name: str) -> TableInfo | None:
         row = conn.execute(select(tbls).where(tbls.c.db == db, tbls.c.name == name)).mappings().first()
         if row is None:
@@ -253,7 +244,7 @@ class Catalog:
             writers = [r[0] for r in conn.execute(
                 select(txn_to_write_id.c.t2w_txnid).join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid)
                 .where(txn_to_write_id.c.t2w_database == db, txn_to_write_id.c.t2w_table == name,
-                       txns.c.txn_state == "o"))]
+                       txns.c.txn_state == TxnState.OPEN))]
             if writers:
                 raise TxnError(f"table {db}.{name} has open writers (transactions {writers}); "
                                "commit or abort them first")

@@ -18,7 +18,7 @@ from .catalog import Catalog
 from .config import MetastoreConfig
 from .db import Store
 from .errors import CompactionError, InvalidInputError, NoSuchObjectError
-from .models import NO_PARTITION, CompactionInfo, CompactionState, CompactionType
+from .models import NO_PARTITION, CompactionInfo, CompactionState, CompactionType, Operation, TxnState
 from .schema import (
     compaction_queue as cq,
 )
@@ -33,7 +33,7 @@ from .schema import (
     write_stats,
 )
 
-_ACTIVE = ("i", "w")
+_ACTIVE = (CompactionState.INITIATED, CompactionState.WORKING)
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,9 @@ class CompactionQueue:
                 return EnqueueResult(existing[0], state, False,
                                      f"Compaction already enqueued with id {existing[0]}; State is {state.label}")
             conn.execute(insert(cq).values(
-                cq_id=cq_id, cq_database=info.db, cq_table=info.name, cq_partition=part, cq_state="i",
-                cq_type=ctype.value, cq_enqueue_time=now, cq_initiator_id=initiator_id, cq_meta_info=reason,
+                cq_id=cq_id, cq_database=info.db, cq_table=info.name, cq_partition=part,
+                cq_state=CompactionState.INITIATED,
+                cq_type=ctype, cq_enqueue_time=now, cq_initiator_id=initiator_id, cq_meta_info=reason,
                 cq_tblproperties=json.dumps(properties) if properties else None, cq_retry_retention=0,
                 cq_manual=manual))
         return EnqueueResult(cq_id, CompactionState.INITIATED, True, f"Compaction enqueued with id {cq_id}")
@@ -117,8 +118,9 @@ class CompactionQueue:
         with self.store.write() as conn:
             cq_id = self._next_id(conn)
             conn.execute(insert(cc).values(
-                cc_id=cq_id, cc_database=info.db, cc_table=info.name, cc_partition=part, cc_state="a",
-                cc_type=CompactionType.parse(type).value, cc_enqueue_time=now, cc_start=now, cc_end=now,
+                cc_id=cq_id, cc_database=info.db, cc_table=info.name, cc_partition=part,
+                cc_state=CompactionState.DID_NOT_INITIATE,
+                cc_type=CompactionType.parse(type), cc_enqueue_time=now, cc_start=now, cc_end=now,
                 cc_initiator_id=initiator_id, cc_meta_info=reason, cc_error_message=reason,
                 cc_retry_retention=0, cc_manual=False))
         return cq_id
@@ -129,7 +131,7 @@ class CompactionQueue:
         two workers never get the same request."""
         now = self.store.clock()
         with self.store.write() as conn:
-            q = select(cq.c.cq_id).where(cq.c.cq_state == "i").order_by(cq.c.cq_id).limit(1)
+            q = select(cq.c.cq_id).where(cq.c.cq_state == CompactionState.INITIATED).order_by(cq.c.cq_id).limit(1)
             if table:
                 info = self.catalog.get_table(table)
                 q = q.where(cq.c.cq_database == info.db, cq.c.cq_table == info.name)
@@ -138,8 +140,9 @@ class CompactionQueue:
             row = conn.execute(self.store.for_update(q, skip_locked=True)).first()
             if row is None:
                 return None
-            n = conn.execute(update(cq).where(cq.c.cq_id == row[0], cq.c.cq_state == "i").values(
-                cq_state="w", cq_worker_id=worker_id[:128], cq_worker_version=worker_version, cq_start=now)).rowcount
+            n = conn.execute(update(cq).where(cq.c.cq_id == row[0], cq.c.cq_state == CompactionState.INITIATED).values(
+                cq_state=CompactionState.WORKING, cq_worker_id=worker_id[:128], cq_worker_version=worker_version,
+                cq_start=now)).rowcount
             if not n:
                 return None
             return _info(dict(conn.execute(select(cq).where(cq.c.cq_id == row[0])).mappings().one()), "cq")
@@ -154,20 +157,20 @@ class CompactionQueue:
                 cq_txn_id=txn_id, cq_highest_write_id=highest_write_id))
             conn.execute(insert(txn_components).values(
                 tc_txnid=txn_id, tc_database=row["cq_database"], tc_table=row["cq_table"],
-                tc_partition=row["cq_partition"], tc_operation_type="c", tc_writeid=highest_write_id))
+                tc_partition=row["cq_partition"], tc_operation_type=Operation.COMPACT, tc_writeid=highest_write_id))
 
     def _working_row(self, conn: Connection, cq_id: int) -> dict:
         """The request's row, locked, if it is being worked on; else a clear error."""
         row = conn.execute(self.store.for_update(select(cq).where(cq.c.cq_id == cq_id))).mappings().first()
         if row is None:
             raise self._not_queued(conn, cq_id)
-        if row["cq_state"] != "w":
+        if row["cq_state"] is not CompactionState.WORKING:
             raise CompactionError(f"compaction {cq_id} is {CompactionState(row['cq_state']).label}, "
                                   "expected working")
         return dict(row)
 
     def set_spark_app_id(self, cq_id: int, app_id: str) -> None:
-        self._update(cq_id, ("w",), cq_hadoop_job_id=app_id[:128])
+        self._update(cq_id, (CompactionState.WORKING,), cq_hadoop_job_id=app_id[:128])
 
     def mark_compacted(self, cq_id: int, output: WriteCounts | None = None) -> None:
         """working -> ready for cleaning, before the compactor's txn commits (as Hive does).
@@ -178,31 +181,36 @@ class CompactionQueue:
         layout without listing files; an abort drops it."""
         with self.store.write() as conn:
             row = self._working_row(conn, cq_id)
-            conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(cq_state="r", cq_error_message=None))
+            conn.execute(update(cq).where(cq.c.cq_id == cq_id).values(cq_state=CompactionState.READY_FOR_CLEANING,
+                                                                      cq_error_message=None))
             if output is not None and row["cq_txn_id"] is not None:
                 conn.execute(insert(write_stats).values(
                     ws_database=row["cq_database"], ws_table=row["cq_table"], ws_partition=row["cq_partition"],
-                    ws_writeid=row["cq_highest_write_id"] or 0, ws_txnid=row["cq_txn_id"], ws_operation_type="c",
+                    ws_writeid=row["cq_highest_write_id"] or 0, ws_txnid=row["cq_txn_id"],
+                    ws_operation_type=Operation.COMPACT,
                     committed_at=None, **{**output.counts(), "rows_updated": 0}))
 
     def set_cleaner_error(self, cq_id: int, error: str) -> None:
         """A cleaner run that could not finish: the request stays ready for cleaning (the next
         run retries) and says why, instead of claiming success (HIVE-24302)."""
-        self._update(cq_id, ("r",), cq_error_message=error[:8000], cq_cleaner_start=self.store.clock())
+        self._update(cq_id, (CompactionState.READY_FOR_CLEANING,), cq_error_message=error[:8000],
+                     cq_cleaner_start=self.store.clock())
 
     def mark_failed(self, cq_id: int, error: str) -> None:
-        self._finish(cq_id, "f", error, allowed=("i", "w", "r"))
+        self._finish(cq_id, CompactionState.FAILED, error, allowed=(
+            CompactionState.INITIATED, CompactionState.WORKING, CompactionState.READY_FOR_CLEANING))
 
     def mark_refused(self, cq_id: int, reason: str) -> None:
-        self._finish(cq_id, "c", reason, allowed=("i", "w"))
+        self._finish(cq_id, CompactionState.REFUSED, reason, allowed=_ACTIVE)
 
     def mark_cleaned(self, cq_id: int) -> None:
         """ready for cleaning -> succeeded; call only once the obsolete files are really gone."""
-        self._finish(cq_id, "s", None, allowed=("r",))
+        self._finish(cq_id, CompactionState.SUCCEEDED, None, allowed=(CompactionState.READY_FOR_CLEANING,))
 
     def requeue(self, cq_id: int, reason: str) -> None:
         """Give a request back to the queue (its worker died); the next worker starts over."""
-        self._update(cq_id, ("w",), cq_state="i", cq_worker_id=None, cq_start=None, cq_txn_id=None,
+        self._update(cq_id, (CompactionState.WORKING,), cq_state=CompactionState.INITIATED, cq_worker_id=None,
+                     cq_start=None, cq_txn_id=None,
                      cq_highest_write_id=None, cq_hadoop_job_id=None, cq_error_message=reason[:8000])
 
     def _update(self, cq_id: int, allowed: tuple[str, ...], **values: object) -> None:
@@ -258,9 +266,9 @@ class CompactionQueue:
                 if partition is not None:
                     q = q.where(c[f"{p}_partition"] == partition)
                 if states:
-                    q = q.where(c[f"{p}_state"].in_([CompactionState.parse(s).value for s in states]))
+                    q = q.where(c[f"{p}_state"].in_([CompactionState.parse(s) for s in states]))
                 if type is not None:
-                    q = q.where(c[f"{p}_type"] == CompactionType.parse(type).value)
+                    q = q.where(c[f"{p}_type"] == CompactionType.parse(type))
                 out.extend(_info(dict(r), p) for r in conn.execute(q).mappings())
         out.sort(key=lambda i: i.id)
         return out[-limit:] if limit else out
@@ -276,8 +284,9 @@ class CompactionQueue:
         """``ready for cleaning`` requests no open txn can still need the old files of: every txn
         open when the compactor committed has ended (``next_txn_id <= min open txn``)."""
         with self.store.read() as conn:
-            low = conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == "o")).scalar()
-            q = select(cq).where(cq.c.cq_state == "r", cq.c.cq_next_txn_id.is_not(None)).order_by(
+            low = conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == TxnState.OPEN)).scalar()
+            q = select(cq).where(cq.c.cq_state == CompactionState.READY_FOR_CLEANING,
+                                 cq.c.cq_next_txn_id.is_not(None)).order_by(
                 cq.c.cq_highest_write_id, cq.c.cq_id)
             if low is not None:
                 q = q.where(cq.c.cq_next_txn_id <= low)
@@ -295,19 +304,22 @@ class CompactionQueue:
             rows = conn.execute(select(cq.c.cq_id, cq.c.cq_state, cq.c.cq_txn_id, cq.c.cq_start, cq.c.cq_worker_id,
                                        txns.c.txn_state, txns.c.txn_meta_info)
                                 .outerjoin(txns, txns.c.txn_id == cq.c.cq_txn_id)
-                                .where(cq.c.cq_state.in_(("w", "r")))).all()
+                                .where(cq.c.cq_state.in_((CompactionState.WORKING,
+                                                          CompactionState.READY_FOR_CLEANING)))).all()
         done: list[tuple[int, str]] = []
         for cid, state, txn, start, worker, tstate, why in rows:
             try:
-                if state == "w" and txn is not None and tstate in ("a", None):
+                if state is CompactionState.WORKING and txn is not None and tstate in (TxnState.ABORTED, None):
                     msg = (f"compactor transaction {txn} of worker {worker} was aborted "
                            f"({why or 'no longer known'}); requeued")
                     self.requeue(cid, msg)
                     done.append((cid, "requeued"))
-                elif state == "w" and txn is None and start is not None and start < now - claim_timeout_ms:
+                elif (state is CompactionState.WORKING and txn is None and start is not None
+                      and start < now - claim_timeout_ms):
                     self.requeue(cid, f"worker {worker} claimed it but never started a transaction; requeued")
                     done.append((cid, "requeued"))
-                elif state == "r" and txn is not None and tstate in ("a", None):
+                elif (state is CompactionState.READY_FOR_CLEANING and txn is not None
+                      and tstate in (TxnState.ABORTED, None)):
                     self.mark_failed(cid, f"compactor transaction {txn} was aborted before it committed "
                                           f"({why or 'no longer known'}); its output is discarded")
                     done.append((cid, "failed"))
@@ -321,7 +333,7 @@ class CompactionQueue:
         partition write whose partitions are unknown)."""
         q = (select(txn_components.c.tc_database, txn_components.c.tc_table, txn_components.c.tc_partition,
                     txn_components.c.tc_txnid)
-             .join(txns, txns.c.txn_id == txn_components.c.tc_txnid).where(txns.c.txn_state == "a"))
+             .join(txns, txns.c.txn_id == txn_components.c.tc_txnid).where(txns.c.txn_state == TxnState.ABORTED))
         if table:
             info = self.catalog.get_table(table)
             q = q.where(txn_components.c.tc_database == info.db, txn_components.c.tc_table == info.name)
@@ -329,7 +341,7 @@ class CompactionQueue:
         # write killed before it knew its partitions) may have left files in any partition
         q2 = (select(txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txns.c.txn_id)
               .join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid)
-              .where(txns.c.txn_state == "a", txn_to_write_id.c.t2w_swept.is_(False)))
+              .where(txns.c.txn_state == TxnState.ABORTED, txn_to_write_id.c.t2w_swept.is_(False)))
         if table:
             q2 = q2.where(txn_to_write_id.c.t2w_database == info.db, txn_to_write_id.c.t2w_table == info.name)
         out: dict[tuple[str, str, str], set[int]] = {}
@@ -352,7 +364,7 @@ class CompactionQueue:
             return 0
         with self.store.write() as conn:
             old = [r[0] for r in conn.execute(select(txns.c.txn_id).where(
-                txns.c.txn_state == "a", txns.c.txn_ended < ended_before_ms, txns.c.txn_id.in_(txn_ids)))]
+                txns.c.txn_state == TxnState.ABORTED, txns.c.txn_ended < ended_before_ms, txns.c.txn_id.in_(txn_ids)))]
             if not old:
                 return 0
             n = conn.execute(delete(txn_components).where(
@@ -372,13 +384,14 @@ class CompactionQueue:
         """Requests a worker claimed before ``older_than_ms`` and still holds (maybe dead)."""
         with self.store.read() as conn:
             return [_info(dict(r), "cq") for r in conn.execute(select(cq).where(
-                cq.c.cq_state == "w", cq.c.cq_start < older_than_ms)).mappings()]
+                cq.c.cq_state == CompactionState.WORKING, cq.c.cq_start < older_than_ms)).mappings()]
 
     def purge_history(self, succeeded: int = 3, failed: int = 3, did_not_initiate: int = 2,
                       refused: int = 3) -> int:
         """Keep only the newest N history entries per state and table/partition (Hive's
         ``hive.compactor.history.retention.*``)."""
-        keep = {"s": succeeded, "f": failed, "a": did_not_initiate, "c": refused}
+        keep = {CompactionState.SUCCEEDED: succeeded, CompactionState.FAILED: failed,
+                CompactionState.DID_NOT_INITIATE: did_not_initiate, CompactionState.REFUSED: refused}
         with self.store.write() as conn:
             rows = conn.execute(select(cc.c.cc_id, cc.c.cc_database, cc.c.cc_table, cc.c.cc_partition,
                                        cc.c.cc_state).order_by(cc.c.cc_id.desc())).all()

@@ -1,6 +1,6 @@
 """The Initiator: which tables and partitions need a compaction, decided from the write stats
-recorded at commit — never by listing files — with Hive's thresholds (``hive-acid-format.md``
-§5.1): MAJOR when delta bytes / base bytes exceed ``delta.pct.threshold`` or when too many
+recorded at commit — never by listing files — with Hive's thresholds (``docs/format.md``
+§8.8): MAJOR when delta bytes / base bytes exceed ``delta.pct.threshold`` or when too many
 aborted txns wrote there, MINOR when there are more deltas than ``delta.num.threshold`` (MAJOR
 if there is no base yet) or when the oldest aborted write is old. Per-table overrides are the
 ``compactorthreshold.<hive key>`` properties; ``no_auto_compaction=true`` opts a table out; after
@@ -21,11 +21,13 @@ from .catalog import Catalog
 from .compaction import CompactionQueue
 from .config import MetastoreConfig
 from .db import Store
-from .models import NO_PARTITION, CompactionType, TableInfo
+from .models import NO_PARTITION, CompactionState, CompactionType, Operation, TableInfo, TxnState
 from .schema import compaction_queue as cq
 from .schema import completed_compactions as cc
 from .schema import txn_components, txns, write_stats
 
+_ACTIVE = (CompactionState.INITIATED, CompactionState.WORKING)
+_ENDED = (CompactionState.SUCCEEDED, CompactionState.FAILED, CompactionState.REFUSED)
 COMPACTOR_THRESHOLD_PREFIX = "compactorthreshold."
 NO_AUTO_COMPACTION = "no_auto_compaction"
 
@@ -106,9 +108,9 @@ def entity_stats(rows: list[dict]) -> EntityStats:
     with no delta files); a minor compaction (a ``c`` stat with delta files) replaces every
     delta up to its write id by its own two directories."""
     st = EntityStats()
-    rows = sorted(rows, key=lambda r: (r["ws_writeid"], r["ws_operation_type"] == "c"))
+    rows = sorted(rows, key=lambda r: (r["ws_writeid"], r["ws_operation_type"] is Operation.COMPACT))
     for r in rows:
-        is_c = r["ws_operation_type"] == "c"
+        is_c = r["ws_operation_type"] is Operation.COMPACT
         is_minor = is_c and (r["delta_files"] or r["delete_delta_files"] or r["delta_bytes"])
         is_base = (is_c and not is_minor) or (not is_c and r["base_files"] > 0)
         if is_base and r["ws_writeid"] >= st.base_write_id:
@@ -116,13 +118,13 @@ def entity_stats(rows: list[dict]) -> EntityStats:
     minor_at = st.base_write_id
     minor_dirs = minor_bytes = 0
     for r in rows:
-        if r["ws_operation_type"] == "c" and r["ws_writeid"] > st.base_write_id and (
+        if r["ws_operation_type"] is Operation.COMPACT and r["ws_writeid"] > st.base_write_id and (
                 r["delta_files"] or r["delete_delta_files"] or r["delta_bytes"]) and r["ws_writeid"] >= minor_at:
             minor_at = r["ws_writeid"]
             minor_dirs, minor_bytes = _dirs_of(r), r["delta_bytes"] + r["delete_delta_bytes"]
     st.deltas, st.delta_bytes = minor_dirs, minor_bytes
     for r in rows:
-        if r["ws_operation_type"] != "c" and r["ws_writeid"] > minor_at and not r["base_files"]:
+        if r["ws_operation_type"] is not Operation.COMPACT and r["ws_writeid"] > minor_at and not r["base_files"]:
             st.deltas += _dirs_of(r)
             st.delta_bytes += r["delta_bytes"] + r["delete_delta_bytes"]
     return st
@@ -172,7 +174,7 @@ class Initiator:
             q = (select(txn_components.c.tc_database, txn_components.c.tc_table, txn_components.c.tc_partition,
                         func.count(func.distinct(txns.c.txn_id)), func.min(txns.c.txn_started))
                  .join(txns, txns.c.txn_id == txn_components.c.tc_txnid)
-                 .where(txns.c.txn_state == "a", txn_components.c.tc_operation_type != "c",
+                 .where(txns.c.txn_state == TxnState.ABORTED, txn_components.c.tc_operation_type != Operation.COMPACT,
                         txn_components.c.tc_database.in_(dbs))
                  .group_by(txn_components.c.tc_database, txn_components.c.tc_table, txn_components.c.tc_partition))
             for d, t, p, n, oldest in conn.execute(q):
@@ -180,11 +182,11 @@ class Initiator:
                     aborts[(d, t, p)] = (int(n), int(oldest))
             for cid, d, t, p, state in conn.execute(select(cq.c.cq_id, cq.c.cq_database, cq.c.cq_table,
                                                             cq.c.cq_partition, cq.c.cq_state)
-                                                     .where(cq.c.cq_state.in_(("i", "w"))).order_by(cq.c.cq_id)):
+                                                     .where(cq.c.cq_state.in_(_ACTIVE)).order_by(cq.c.cq_id)):
                 active.setdefault((d, t, p), (cid, state))
             for d, t, p, state, end in conn.execute(
                     select(cc.c.cc_database, cc.c.cc_table, cc.c.cc_partition, cc.c.cc_state, cc.c.cc_end)
-                    .where(cc.c.cc_state.in_(("s", "f", "c")), cc.c.cc_database.in_(dbs)).order_by(cc.c.cc_id)):
+                    .where(cc.c.cc_state.in_(_ENDED), cc.c.cc_database.in_(dbs)).order_by(cc.c.cc_id)):
                 history.setdefault((d, t, p), []).append((state, end or 0))
         return stats_rows, aborts, active, history
 
@@ -200,13 +202,13 @@ class Initiator:
             return decision(SKIPPED, f"table property {NO_AUTO_COMPACTION}=true")
         if active is not None:
             return decision(ALREADY_QUEUED, f"compaction {active[0]} is already "
-                                            f"{'initiated' if active[1] == 'i' else 'working'}", cid=active[0])
+                                            f"{active[1].label}", cid=active[0])
         ctype, reason = self._determine_type(info, st, now)
         if ctype is None:
             return decision(SKIPPED, reason)
         limit = int(self.config.failed_compacts_threshold)
         last = history[-limit:] if limit > 0 else []
-        if limit > 0 and len(last) == limit and all(s == "f" for s, _ in last) and \
+        if limit > 0 and len(last) == limit and all(s is CompactionState.FAILED for s, _ in last) and \
                 now - last[-1][1] < self.config.failed_retry_time * 1000:
             why = (f"Compaction is not initiated since last {limit} consecutive compaction attempts failed "
                    f"(would have been {ctype.name}: {reason}); a successful manual compaction resets this")

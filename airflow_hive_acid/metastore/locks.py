@@ -2,7 +2,7 @@
 table or partition, granted in strict request order (a request waits for every earlier
 conflicting request, acquired or waiting), released when the owning txn commits or aborts.
 
-Compatibility is Hive 4's ``TxnHandler.checkLock`` table (``hive-acid-format.md`` §4.6).
+Compatibility is Hive 4's ``TxnHandler.checkLock`` table (``docs/format.md`` §8.4).
 Locks inside a txn live as long as the txn heartbeats; txn-less locks heartbeat themselves.
 """
 from __future__ import annotations
@@ -79,8 +79,8 @@ class LockManager:
             conn.execute(update(next_lock_id).where(next_lock_id.c.id == 1).values(nl_next=ext + 1))
             conn.execute(insert(hive_locks), [{
                 "hl_lock_ext_id": ext, "hl_lock_int_id": i + 1, "hl_txnid": txn_id, "hl_db": c.db,
-                "hl_table": c.table, "hl_partition": c.partition, "hl_lock_state": "w",
-                "hl_lock_type": c.type.value, "hl_last_heartbeat": 0 if txn_id else now,
+                "hl_table": c.table, "hl_partition": c.partition, "hl_lock_state": LockState.WAITING,
+                "hl_lock_type": c.type, "hl_last_heartbeat": 0 if txn_id else now,
                 "hl_acquired_at": None, "hl_user": (user or self.txns._user)[:128],
                 "hl_host": (host or self.txns._host)[:128], "hl_agent_info": agent_info[:256]}
                 for i, c in enumerate(comps)])
@@ -104,7 +104,7 @@ class LockManager:
             except NoSuchObjectError:
                 if txn_id:
                     info = self.txns.get_txn(txn_id)
-                    if info.state.value == "a":
+                    if info.state is LockState.ACQUIRED:
                         raise TxnAbortedError(f"transaction {txn_id} was aborted while waiting for lock {ext}: "
                                               f"{info.reason}", txn_id, info.reason) from None
                 raise
@@ -152,7 +152,7 @@ class LockManager:
             if not mine:
                 raise NoSuchObjectError(
                     f"lock {ext_id} does not exist (released, or its transaction was aborted)")
-            if all(m[6] == "a" for m in mine):
+            if all(m[6] is LockState.ACQUIRED for m in mine):
                 return LockState.ACQUIRED, ""
             txn_id = mine[0][1]
             q = select(hive_locks.c.hl_lock_ext_id, hive_locks.c.hl_lock_int_id, hive_locks.c.hl_txnid,
@@ -172,7 +172,7 @@ class LockManager:
                         owner = f"transaction {e[2]}" if e[2] else "no transaction"
                         return LockState.WAITING, f"lock {e[0]}.{e[1]} ({LockType(e[6]).name} on {what}, {owner})"
             conn.execute(update(hive_locks).where(hive_locks.c.hl_lock_ext_id == ext_id).values(
-                hl_lock_state="a", hl_acquired_at=self.store.clock(), hl_blockedby_ext_id=None,
+                hl_lock_state=LockState.ACQUIRED, hl_acquired_at=self.store.clock(), hl_blockedby_ext_id=None,
                 hl_blockedby_int_id=None))
             return LockState.ACQUIRED, ""
 

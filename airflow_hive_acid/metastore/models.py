@@ -13,6 +13,9 @@ from ..acid.writeids import ValidTxnList, ValidWriteIdList
 NO_PARTITION = ""
 
 
+# The enums below name the states and kinds Hive's metastore tables store as one-letter codes;
+# each member's value is its code, and this is the only place a code is spelled: the schema's
+# ``Code`` columns turn members into codes and back (``schema.py``).
 class TxnState(str, enum.Enum):
     OPEN = "o"
     ABORTED = "a"
@@ -35,11 +38,12 @@ class Operation(str, enum.Enum):
     INSERT = "i"
     UPDATE = "u"
     DELETE = "d"
+    COMPACT = "c"       # the compactor's output (write stats, components of a compactor txn)
 
     @property
     def rewrites(self) -> bool:
         """Updates and deletes conflict with each other; inserts never do."""
-        return self is not Operation.INSERT
+        return self in (Operation.UPDATE, Operation.DELETE)
 
 
 class LockType(str, enum.Enum):
@@ -197,8 +201,25 @@ class WriteStat(WriteCounts):
         if unknown:
             raise ValueError(f"unknown write stat fields {sorted(unknown)}")
         d = dict(d)
-        d["operation"] = Operation(d.get("operation", "i"))
+        d["operation"] = Operation(d.get("operation", Operation.INSERT))
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """One micro-batch of a streaming query, committed with the txn that wrote it so that a batch
+    Spark replays after a crash is recognised (``TxnManager.stream_batch``)."""
+
+    table: str          # db.table
+    query_id: str
+    batch_id: int
+    txn_id: int = 0
+    write_id: int = 0
+    rows: int = 0
+    committed_at: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

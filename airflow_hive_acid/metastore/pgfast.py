@@ -18,11 +18,15 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from .counters import write_id_sequence
+from .models import TxnState, TxnType
+
+# The codes these statements bind (``Code`` columns do this for SQLAlchemy statements).
+_STATES = {"open": TxnState.OPEN.value, "committed": TxnState.COMMITTED.value, "compaction": int(TxnType.COMPACTION)}
 
 OPEN_ONE = """
 INSERT INTO txns (txn_id, txn_state, txn_started, txn_last_heartbeat, txn_heartbeat_count,
                   txn_user, txn_host, txn_agent_info, txn_type)
-VALUES (nextval('txn_id_seq'), 'o', %(now)s, %(now)s, 0, %(user)s, %(host)s, %(agent)s, %(type)s)
+VALUES (nextval('txn_id_seq'), %(open)s, %(now)s, %(now)s, 0, %(user)s, %(host)s, %(agent)s, %(type)s)
 RETURNING txn_id
 """
 
@@ -31,7 +35,7 @@ RETURNING txn_id
 OPEN_WITH_WRITE_ID = """
 WITH t AS (INSERT INTO txns (txn_id, txn_state, txn_started, txn_last_heartbeat, txn_heartbeat_count,
                              txn_user, txn_host, txn_agent_info, txn_type)
-           VALUES (nextval('txn_id_seq'), 'o', %(now)s, %(now)s, 0, %(user)s, %(host)s, %(agent)s, %(type)s)
+           VALUES (nextval('txn_id_seq'), %(open)s, %(now)s, %(now)s, 0, %(user)s, %(host)s, %(agent)s, %(type)s)
            RETURNING txn_id),
      ins AS (INSERT INTO txn_to_write_id (t2w_txnid, t2w_database, t2w_table, t2w_writeid)
              SELECT t.txn_id, %(db)s, %(tbl)s, nextval(%(seq)s) FROM t RETURNING t2w_writeid)
@@ -41,7 +45,7 @@ SELECT t.txn_id, (SELECT t2w_writeid FROM ins) FROM t
 # Allocates only when the txn is open and alive and holds no write id for the table yet;
 # returns no row otherwise (the general path then says why).
 ALLOCATE = """
-WITH t AS (SELECT 1 FROM txns WHERE txn_id = %(txn)s AND txn_state = 'o' AND txn_last_heartbeat >= %(oldest)s),
+WITH t AS (SELECT 1 FROM txns WHERE txn_id = %(txn)s AND txn_state = %(open)s AND txn_last_heartbeat >= %(oldest)s),
      have AS (SELECT t2w_writeid FROM txn_to_write_id
               WHERE t2w_txnid = %(txn)s AND t2w_database = %(db)s AND t2w_table = %(tbl)s)
 INSERT INTO txn_to_write_id (t2w_txnid, t2w_database, t2w_table, t2w_writeid)
@@ -52,8 +56,9 @@ RETURNING t2w_writeid
 
 # A commit with nothing to record: no write components, not a compactor txn.
 COMMIT_PLAIN = """
-WITH c AS (UPDATE txns SET txn_state = 'c', txn_ended = %(now)s
-           WHERE txn_id = %(txn)s AND txn_state = 'o' AND txn_last_heartbeat >= %(oldest)s AND txn_type <> 3
+WITH c AS (UPDATE txns SET txn_state = %(committed)s, txn_ended = %(now)s
+           WHERE txn_id = %(txn)s AND txn_state = %(open)s AND txn_last_heartbeat >= %(oldest)s
+             AND txn_type <> %(compaction)s
              AND NOT EXISTS (SELECT 1 FROM txn_components WHERE tc_txnid = %(txn)s)
            RETURNING txn_id),
      l AS (DELETE FROM hive_locks WHERE hl_txnid IN (SELECT txn_id FROM c))
@@ -80,7 +85,7 @@ class FastPath:
 
     def _one(self, sql: str, params: dict[str, Any]) -> Any:
         with self.cursor() as cur:
-            cur.execute(sql, params, prepare=True)
+            cur.execute(sql, {**_STATES, **params}, prepare=True)
             row = cur.fetchone()
         return row[0] if row else None
 
@@ -92,7 +97,7 @@ class FastPath:
         """None if the table has no write-id sequence (unknown table); no txn is opened then."""
         try:
             with self.cursor() as cur:
-                cur.execute(OPEN_WITH_WRITE_ID, {"now": now, "user": user, "host": host, "agent": agent,
+                cur.execute(OPEN_WITH_WRITE_ID, {**_STATES, "now": now, "user": user, "host": host, "agent": agent,
                                                  "type": txn_type, "db": db, "tbl": tbl,
                                                  "seq": write_id_sequence(db, tbl)}, prepare=True)
                 txn, wid = cur.fetchone()

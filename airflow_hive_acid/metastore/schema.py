@@ -6,6 +6,9 @@ NULL so that equality and unique keys need no special cases.
 """
 from __future__ import annotations
 
+import enum
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -21,9 +24,35 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
+from sqlalchemy.types import TypeDecorator
+
+from .models import CompactionState, CompactionType, LockState, LockType, Operation, TxnState
 
 SCHEMA_VERSION = 1
 metadata = MetaData()
+
+
+class Code(TypeDecorator):
+    """A state or kind stored as Hive's one-letter code (``TXN_STATE``, ``CQ_STATE``, ...):
+    statements bind the enum member and rows come back as members, so no code is spelled
+    outside ``models.py``. Binding anything but a member is a programming error."""
+
+    impl = String(1)
+    cache_ok = True
+
+    def __init__(self, enum_type: type[enum.Enum]):
+        super().__init__()
+        self.enum_type = enum_type
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, self.enum_type):
+            raise TypeError(f"expected a {self.enum_type.__name__}, got {value!r}")
+        return value.value
+
+    def process_result_value(self, value: Any, dialect: Any) -> enum.Enum | None:
+        return None if value is None else self.enum_type(value)
 
 NAME = String(128)
 PART = String(767)
@@ -79,7 +108,7 @@ txn_id_seq = Sequence("txn_id_seq", start=1, metadata=metadata)
 txns = Table(
     "txns", metadata,
     Column("txn_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("txn_state", String(1), nullable=False),     # o open, a aborted, c committed
+    Column("txn_state", Code(TxnState), nullable=False),
     Column("txn_started", BigInteger, nullable=False),  # epoch ms
     Column("txn_last_heartbeat", BigInteger, nullable=False),
     Column("txn_heartbeat_count", BigInteger, nullable=False, default=0),
@@ -120,7 +149,7 @@ txn_components = Table(  # what open and aborted txns wrote (kept after abort fo
     Column("tc_database", NAME, nullable=False),
     Column("tc_table", NAME, nullable=False),
     Column("tc_partition", PART, nullable=False),
-    Column("tc_operation_type", String(1), nullable=False),   # i u d
+    Column("tc_operation_type", Code(Operation), nullable=False),
     Column("tc_writeid", BigInteger),
 )
 Index("tc_txnid_idx", txn_components.c.tc_txnid)
@@ -146,7 +175,7 @@ write_set = Table(  # committed update/delete footprints for write-write conflic
     Column("ws_partition", PART, nullable=False),
     Column("ws_txnid", BigInteger, nullable=False),
     Column("ws_commit_id", BigInteger, nullable=False),
-    Column("ws_operation_type", String(1), nullable=False),
+    Column("ws_operation_type", Code(Operation), nullable=False),
 )
 Index("ws_entity_idx", write_set.c.ws_database, write_set.c.ws_table, write_set.c.ws_partition)
 
@@ -157,7 +186,7 @@ write_stats = Table(  # per committed write: what it added, so the initiator nev
     Column("ws_partition", PART, nullable=False),
     Column("ws_writeid", BigInteger, nullable=False),
     Column("ws_txnid", BigInteger, nullable=False),
-    Column("ws_operation_type", String(1), nullable=False),   # i u d, or c for compactor output
+    Column("ws_operation_type", Code(Operation), nullable=False),   # or COMPACT: compactor output
     Column("rows_inserted", BigInteger, nullable=False),
     Column("rows_updated", BigInteger, nullable=False),
     Column("rows_deleted", BigInteger, nullable=False),
@@ -184,6 +213,19 @@ txn_statements = Table(  # statement ids within a txn, stable for a caller's key
     UniqueConstraint("ts_txnid", "ts_database", "ts_table", "ts_stmt_id", name="ts_stmt_uq"),
 )
 
+stream_batches = Table(  # micro-batches of streaming queries committed into a table: exactly once
+    "stream_batches", metadata,
+    Column("sb_database", NAME, nullable=False),
+    Column("sb_table", NAME, nullable=False),
+    Column("sb_query_id", String(64), nullable=False),   # the query id Spark keeps in the checkpoint
+    Column("sb_batch_id", BigInteger, nullable=False),
+    Column("sb_txnid", BigInteger, nullable=False),
+    Column("sb_writeid", BigInteger, nullable=False),
+    Column("sb_rows", BigInteger, nullable=False),
+    Column("sb_committed_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("sb_database", "sb_table", "sb_query_id", "sb_batch_id"),
+)
+
 # -- locks -----------------------------------------------------------------------------------
 next_lock_id = Table(
     "next_lock_id", metadata,
@@ -199,8 +241,8 @@ hive_locks = Table(
     Column("hl_db", NAME, nullable=False),
     Column("hl_table", NAME, nullable=False),              # '' for a database lock
     Column("hl_partition", PART, nullable=False),          # '' for a table lock
-    Column("hl_lock_state", String(1), nullable=False),    # a acquired, w waiting
-    Column("hl_lock_type", String(1), nullable=False),     # r w x e
+    Column("hl_lock_state", Code(LockState), nullable=False),
+    Column("hl_lock_type", Code(LockType), nullable=False),
     Column("hl_last_heartbeat", BigInteger, nullable=False),
     Column("hl_acquired_at", BigInteger),
     Column("hl_user", String(128), nullable=False),
@@ -219,8 +261,8 @@ def _compaction_columns(p: str) -> list[Column]:
         Column(f"{p}_database", NAME, nullable=False),
         Column(f"{p}_table", NAME, nullable=False),
         Column(f"{p}_partition", PART, nullable=False),
-        Column(f"{p}_state", String(1), nullable=False),
-        Column(f"{p}_type", String(1), nullable=False),       # a major, i minor
+        Column(f"{p}_state", Code(CompactionState), nullable=False),
+        Column(f"{p}_type", Code(CompactionType), nullable=False),
         Column(f"{p}_tblproperties", Text),
         Column(f"{p}_worker_id", String(128)),
         Column(f"{p}_enqueue_time", BigInteger, nullable=False),

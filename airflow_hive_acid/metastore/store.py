@@ -27,6 +27,7 @@ class HousekeepingReport:
     purged_compaction_history: int
     requeued_compactions: list[int]
     failed_compactions: list[int] = field(default_factory=list)   # compactor txn aborted after compacting
+    purged_stream_batches: int = 0
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -86,7 +87,8 @@ class Metastore:
 
     def housekeep(self, *, committed_txn_retention_s: float = 7 * 86400) -> HousekeepingReport:
         """What Hive's AcidHouseKeeperService does: abort timed-out txns, drop bookkeeping no
-        snapshot needs, requeue compactions whose worker stopped, trim compaction history."""
+        snapshot needs, requeue compactions whose worker stopped, trim compaction history (and
+        streaming batch records no replay can need)."""
         timed_out = self.txns.abort_timed_out()
         purged_rows = self.txns.purge_committed_metadata()
         purged_aborted = self.txns.purge_empty_aborted()
@@ -103,8 +105,9 @@ class Metastore:
         for cid, action in self.compactions.recover_abandoned(self.txns.timeout_ms):
             (requeued if action == "requeued" else failed).append(cid)
         purged_hist = self.compactions.purge_history()
+        purged_batches = self.txns.purge_stream_batches(self.store.clock() - int(committed_txn_retention_s * 1000))
         return HousekeepingReport(timed_out, purged_rows, purged_aborted, purged_committed, purged_hist, requeued,
-                                  failed)
+                                  failed, purged_batches)
 
     def close(self) -> None:
         self.store.dispose()

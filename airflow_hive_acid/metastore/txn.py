@@ -1,7 +1,7 @@
 """The transaction manager: open / allocate write id / heartbeat / commit / abort, snapshots, and
 the housekeeping that aborts transactions which stopped heartbeating.
 
-Semantics follow Hive's ``TxnHandler`` (see ``hive-acid-format.md`` §3-§4). Txn ids and the
+Semantics follow Hive's ``TxnHandler`` (see ``docs/format.md`` §7-§8). Txn ids and the
 per-table write ids come from ``counters``; write ids never repeat or go backwards. Snapshots
 are read so that every id up to their high watermark is settled. An update/delete commit checks
 ``write_set`` for an overlapping committed update/delete of the same partition (first committer
@@ -34,11 +34,12 @@ from .errors import (
     TxnTimedOutError,
     WriteConflictError,
 )
-from .models import Operation, TableInfo, TableSnapshot, TxnInfo, TxnState, TxnType, WriteStat
+from .models import Operation, StreamBatch, TableInfo, TableSnapshot, TxnInfo, TxnState, TxnType, WriteStat
 from .schema import (
     compaction_queue,
     completed_txn_components,
     hive_locks,
+    stream_batches,
     tbls,
     txn_components,
     txn_statements,
@@ -61,9 +62,9 @@ _SEL_TXN_WITH_WRITE_IDS = (
     .outerjoin(txn_to_write_id, txn_to_write_id.c.t2w_txnid == txns.c.txn_id)
     .where(txns.c.txn_id == bindparam("b_txn")))
 _MARK_COMMITTED = (update(txns)
-                   .where(txns.c.txn_id == bindparam("b_txn"), txns.c.txn_state == "o",
+                   .where(txns.c.txn_id == bindparam("b_txn"), txns.c.txn_state == TxnState.OPEN,
                           txns.c.txn_last_heartbeat >= bindparam("oldest"))
-                   .values(txn_state="c", txn_ended=bindparam("now"))
+                   .values(txn_state=TxnState.COMMITTED, txn_ended=bindparam("now"))
                    .returning(txns.c.txn_type))
 _TAKE_COMPONENTS = (delete(txn_components).where(txn_components.c.tc_txnid == bindparam("b_txn"))
                     .returning(txn_components.c.tc_database, txn_components.c.tc_table,
@@ -74,10 +75,10 @@ _SEL_CONFLICT = (select(write_set.c.ws_txnid, write_set.c.ws_commit_id, write_se
                  .where(write_set.c.ws_database == bindparam("b_db"), write_set.c.ws_table == bindparam("b_tbl"),
                         write_set.c.ws_partition == bindparam("b_part"),
                         write_set.c.ws_commit_id >= bindparam("b_txn"), write_set.c.ws_txnid != bindparam("b_txn"),
-                        write_set.c.ws_operation_type.in_(("u", "d")))
+                        write_set.c.ws_operation_type.in_((Operation.UPDATE, Operation.DELETE)))
                  .order_by(write_set.c.ws_commit_id).limit(1))
 _HEARTBEAT = (update(txns)
-              .where(txns.c.txn_id == bindparam("b_txn"), txns.c.txn_state == "o",
+              .where(txns.c.txn_id == bindparam("b_txn"), txns.c.txn_state == TxnState.OPEN,
                      txns.c.txn_last_heartbeat >= bindparam("oldest"))
               .values(txn_last_heartbeat=bindparam("now"),
                       txn_heartbeat_count=txns.c.txn_heartbeat_count + 1))
@@ -159,7 +160,7 @@ class TxnManager:
                                            agent_info[:256], int(txn_type))
             self._open_count += 1
             return [txn]
-        rows = [{"txn_state": "o", "txn_started": now, "txn_last_heartbeat": now, "txn_heartbeat_count": 0,
+        rows = [{"txn_state": TxnState.OPEN, "txn_started": now, "txn_last_heartbeat": now, "txn_heartbeat_count": 0,
                  "txn_user": (user or self._user)[:128], "txn_host": (host or self._host)[:128],
                  "txn_agent_info": agent_info[:256], "txn_type": int(txn_type)} for _ in range(count)]
         with self.store.write() as conn:
@@ -175,7 +176,7 @@ class TxnManager:
         if now - self._open_count_at >= 1000:
             with self.store.read() as conn:
                 self._open_count = conn.execute(
-                    select(func.count()).select_from(txns).where(txns.c.txn_state == "o")).scalar_one()
+                    select(func.count()).select_from(txns).where(txns.c.txn_state == TxnState.OPEN)).scalar_one()
             self._open_count_at = now
         if self._open_count + count > self.config.max_open_txns:
             self._open_count_at = 0  # look again next time, the others may have ended
@@ -203,7 +204,7 @@ class TxnManager:
         """SHOW TRANSACTIONS: open and aborted transactions (and committed ones if asked)."""
         q = select(txns).order_by(txns.c.txn_id)
         if not include_committed:
-            q = q.where(txns.c.txn_state.in_(("o", "a")))
+            q = q.where(txns.c.txn_state.in_((TxnState.OPEN, TxnState.ABORTED)))
         with self.store.read() as conn:
             return [_txn_info(r) for r in conn.execute(q).mappings()]
 
@@ -220,17 +221,13 @@ class TxnManager:
         """The write stats a txn recorded (at commit, or by statements of a shared txn)."""
         _check_txn_id(txn_id)
         q = select(write_stats).where(write_stats.c.ws_txnid == txn_id,
-                                      write_stats.c.ws_operation_type.in_([o.value for o in Operation])).order_by(
+                                      write_stats.c.ws_operation_type != Operation.COMPACT).order_by(
             write_stats.c.ws_database, write_stats.c.ws_table, write_stats.c.ws_partition)
         with self.store.read() as conn:
             rows = conn.execute(q).mappings().all()
         return [WriteStat(r["ws_database"], r["ws_table"], r["ws_partition"], r["ws_writeid"],
                           Operation(r["ws_operation_type"]), **{k: r[k] for k in WriteCounts.COUNTS})
                 for r in rows]
-
-    def min_open_txn_id(self) -> int | None:
-        with self.store.read() as conn:
-            return conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == "o")).scalar()
 
     def next_txn_id(self) -> int:
         """The id the next txn to open will get at the earliest."""
@@ -250,9 +247,9 @@ class TxnManager:
         if row is None:
             raise NoSuchObjectError(f"unknown transaction {txn_id}")
         state, last_hb, reason, _type = row
-        if state == "a":
+        if state is TxnState.ABORTED:
             raise _aborted_error(txn_id, reason)
-        if state == "c":
+        if state is TxnState.COMMITTED:
             raise TxnError(f"transaction {txn_id} is already committed")
         if self.store.clock() - last_hb > self.timeout_ms:
             raise _Expired(txn_id)
@@ -360,8 +357,8 @@ class TxnManager:
             txn_components.c.tc_txnid == txn_id, txn_components.c.tc_database == db,
             txn_components.c.tc_table == table))}
         rows = [{"tc_txnid": txn_id, "tc_database": db, "tc_table": table, "tc_partition": p,
-                 "tc_operation_type": operation.value, "tc_writeid": write_id}
-                for p in parts if (p, operation.value) not in have]
+                 "tc_operation_type": operation, "tc_writeid": write_id}
+                for p in parts if (p, operation) not in have]
         if rows:
             conn.execute(insert(txn_components), rows)
 
@@ -462,13 +459,22 @@ class TxnManager:
         conn.execute(insert(write_stats), [_stat_row(w, txn_id, now) for w in writes])
 
     # -- commit -------------------------------------------------------------------------------
-    def commit_txn(self, txn_id: int, writes: Iterable[WriteStat] = ()) -> CommitResult:
+    def commit_txn(self, txn_id: int, writes: Iterable[WriteStat] = (), *,
+                   stream: StreamBatch | None = None) -> CommitResult:
         """Commit: record ``writes`` (and what statements recorded with ``add_writes``), check
         write-write conflicts, register new partitions, release locks. Committing an already
-        committed txn is a no-op (a retried task finds it done)."""
+        committed txn is a no-op (a retried task finds it done).
+
+        ``stream``: the micro-batch this txn applies, recorded in the same database transaction;
+        a batch of that query already committed into that table makes the commit fail and
+        leaves the txn open for the caller to abort (exactly once across query restarts)."""
         _check_txn_id(txn_id)
         writes = list(writes)
-        if not writes and self.store.fast is not None:
+        if stream is not None:
+            s_db, s_tbl = split_name(stream.table)
+            if not stream.query_id or len(stream.query_id) > 64 or stream.batch_id < 0:
+                raise InvalidInputError(f"bad stream batch: query id {stream.query_id!r}, batch {stream.batch_id}")
+        if not writes and stream is None and self.store.fast is not None:
             now = self.store.clock()
             if self.store.fast.commit_plain(txn_id, now, now - self.timeout_ms):
                 return CommitResult(txn_id)
@@ -477,13 +483,18 @@ class TxnManager:
 
         def run(conn: Connection) -> CommitResult:
             now = self.store.clock()
+            if stream is not None:
+                done = self._stream_batch(conn, s_db, s_tbl, stream.query_id, stream.batch_id)
+                if done is not None:
+                    raise TxnError(f"batch {stream.batch_id} of streaming query {stream.query_id} is already "
+                                   f"committed into {stream.table} (transaction {done.txn_id})")
             # Claim the row first: an open, alive txn becomes committed in this DB transaction
             # (and the row stays locked); anything else is diagnosed on the slow path.
             txn_type = conn.execute(_MARK_COMMITTED, {"b_txn": txn_id, "oldest": now - self.timeout_ms,
                                                       "now": now}).scalar()
             if txn_type is None:
                 row = conn.execute(_SEL_TXN, {"b_txn": txn_id}).first()
-                if row is not None and row[0] == "c":
+                if row is not None and row[0] is TxnState.COMMITTED:
                     return CommitResult(txn_id, already_committed=True)
                 self._check_row(txn_id, row)
                 raise _Expired(txn_id)   # open but its heartbeat just expired
@@ -491,19 +502,19 @@ class TxnManager:
             comps: dict[tuple[str, str, str], tuple[str, int | None]] = {}
             for db, tbl, part, op, wid in conn.execute(_TAKE_COMPONENTS, {"b_txn": txn_id}).all():
                 prev = comps.get((db, tbl, part))
-                if prev is None or (op in "ud" and prev[0] == "i"):
+                if prev is None or (op.rewrites and prev[0] is Operation.INSERT):
                     comps[(db, tbl, part)] = (op, wid)
-            rewrites = sorted(k for k, v in comps.items() if v[0] in ("u", "d"))
+            rewrites = sorted(k for k, v in comps.items() if v[0].rewrites)
             if rewrites:
                 hit = self._find_conflict(conn, txn_id, {k: comps[k][0] for k in rewrites})
                 if hit is not None:
                     (db, tbl, part), other, op = hit
                     where = f"{db}.{tbl}" + (f"/{part}" if part else "")
                     reason = (f"{REASON_WRITE_CONFLICT} on {where} with transaction {other}, "
-                              f"which committed an {'update' if op == 'u' else 'delete'} first")
+                              f"which committed an {op.name.lower()} first")
                     # keep the components: the cleaner finds the aborted files by them
                     conn.execute(insert(txn_components), [_component_row(txn_id, k, v) for k, v in comps.items()])
-                    self._abort_rows(conn, [txn_id], reason, now, from_state="c")
+                    self._abort_rows(conn, [txn_id], reason, now, from_state=TxnState.COMMITTED)
                     conflict.append(WriteConflictError(f"transaction {txn_id} aborted: {reason}", txn_id, reason))
                     return CommitResult(txn_id)
             by_table: dict[tuple[str, str], list[str]] = {}
@@ -515,11 +526,19 @@ class TxnManager:
             if comps:
                 conn.execute(insert(completed_txn_components), [
                     {"ctc_txnid": txn_id, "ctc_database": k[0], "ctc_table": k[1], "ctc_partition": k[2],
-                     "ctc_timestamp": now, "ctc_writeid": v[1] or 0, "ctc_update_delete": "Y" if v[0] in "ud" else "N"}
+                     "ctc_timestamp": now, "ctc_writeid": v[1] or 0, "ctc_update_delete": "Y" if v[0].rewrites else "N"}
                     for k, v in comps.items()])
                 conn.execute(update(write_stats).where(write_stats.c.ws_txnid == txn_id,
                                                        write_stats.c.committed_at.is_(None)).values(committed_at=now))
             conn.execute(_RELEASE_LOCKS, {"b_txn": txn_id})
+            if stream is not None:
+                wid = conn.execute(select(txn_to_write_id.c.t2w_writeid).where(
+                    txn_to_write_id.c.t2w_txnid == txn_id, txn_to_write_id.c.t2w_database == s_db,
+                    txn_to_write_id.c.t2w_table == s_tbl)).scalar()
+                rows = sum(w.rows_inserted + w.rows_updated for w in writes if (w.db, w.table) == (s_db, s_tbl))
+                conn.execute(insert(stream_batches).values(
+                    sb_database=s_db, sb_table=s_tbl, sb_query_id=stream.query_id, sb_batch_id=stream.batch_id,
+                    sb_txnid=txn_id, sb_writeid=wid or 0, sb_rows=rows, sb_committed_at=now))
             if txn_type == int(TxnType.COMPACTION):
                 conn.execute(update(compaction_queue).where(compaction_queue.c.cq_txn_id == txn_id).values(
                     cq_next_txn_id=self._next_txn_value(conn), cq_commit_time=now))
@@ -550,6 +569,42 @@ class TxnManager:
              "ws_commit_id": counter - 1, "ws_operation_type": op} for (db, tbl, part), op in rewrites.items()])
         return None
 
+    # -- streaming ----------------------------------------------------------------------------
+    def stream_batch(self, table: str, query_id: str, batch_id: int) -> StreamBatch | None:
+        """The committed micro-batch ``batch_id`` of ``query_id`` into ``table``, if any."""
+        db, tbl = split_name(table)
+        with self.store.read() as conn:
+            return self._stream_batch(conn, db, tbl, query_id, batch_id)
+
+    def stream_batches(self, table: str, query_id: str | None = None) -> list[StreamBatch]:
+        """Micro-batches committed into ``table`` (of one query if given), oldest first."""
+        db, tbl = split_name(table)
+        q = select(stream_batches).where(stream_batches.c.sb_database == db, stream_batches.c.sb_table == tbl)
+        if query_id is not None:
+            q = q.where(stream_batches.c.sb_query_id == query_id)
+        with self.store.read() as conn:
+            return [_stream_batch(r) for r in conn.execute(
+                q.order_by(stream_batches.c.sb_committed_at, stream_batches.c.sb_batch_id)).mappings()]
+
+    @staticmethod
+    def _stream_batch(conn: Connection, db: str, tbl: str, query_id: str, batch_id: int) -> StreamBatch | None:
+        row = conn.execute(select(stream_batches).where(
+            stream_batches.c.sb_database == db, stream_batches.c.sb_table == tbl,
+            stream_batches.c.sb_query_id == query_id, stream_batches.c.sb_batch_id == batch_id)).mappings().first()
+        return None if row is None else _stream_batch(row)
+
+    def purge_stream_batches(self, older_than_ms: int) -> int:
+        """Forget micro-batches committed before ``older_than_ms`` except each query's latest:
+        Spark replays at most the batch after its last committed one."""
+        newer = stream_batches.alias("newer")
+        later = select(newer.c.sb_batch_id).where(
+            newer.c.sb_database == stream_batches.c.sb_database, newer.c.sb_table == stream_batches.c.sb_table,
+            newer.c.sb_query_id == stream_batches.c.sb_query_id,
+            newer.c.sb_batch_id > stream_batches.c.sb_batch_id).exists()
+        with self.store.write() as conn:
+            return conn.execute(delete(stream_batches).where(
+                stream_batches.c.sb_committed_at < older_than_ms, later)).rowcount
+
     # -- abort --------------------------------------------------------------------------------
     def abort_txn(self, txn_id: int, reason: str = REASON_USER, writes: Iterable[WriteStat] = ()) -> bool:
         """Abort an open txn; its write ids stay invalid for every reader until cleaned.
@@ -562,9 +617,9 @@ class TxnManager:
             row = conn.execute(self.store.for_update(_SEL_TXN), {"b_txn": txn_id}).first()
             if row is None:
                 raise NoSuchObjectError(f"unknown transaction {txn_id}")
-            if row[0] == "c":
+            if row[0] is TxnState.COMMITTED:
                 raise TxnError(f"transaction {txn_id} is already committed and cannot be aborted")
-            if row[0] == "a":
+            if row[0] is TxnState.ABORTED:
                 return False
             for w in writes:    # only where the files are; stats of an aborted txn mean nothing
                 self._insert_components(conn, txn_id, w.db, w.table, [w.partition], w.operation, w.write_id)
@@ -583,26 +638,27 @@ class TxnManager:
             missing = [i for i in ids if i not in found]
             if missing:
                 raise NoSuchObjectError(f"unknown transaction(s) {missing}")
-            to_abort = [i for i in ids if found[i] == "o"]
+            to_abort = [i for i in ids if found[i] is TxnState.OPEN]
             self._abort_rows(conn, to_abort, reason, now)
         return to_abort
 
     def _abort(self, txn_id: int, reason: str, *, only_if_expired: bool = False) -> None:
         now = self.store.clock()
         with self.store.write() as conn:
-            q = update(txns).where(txns.c.txn_id == txn_id, txns.c.txn_state == "o")
+            q = update(txns).where(txns.c.txn_id == txn_id, txns.c.txn_state == TxnState.OPEN)
             if only_if_expired:
                 q = q.where(txns.c.txn_last_heartbeat < now - self.timeout_ms)
-            if conn.execute(q.values(txn_state="a", txn_meta_info=reason, txn_ended=now)).rowcount:
+            if conn.execute(q.values(txn_state=TxnState.ABORTED, txn_meta_info=reason, txn_ended=now)).rowcount:
                 conn.execute(delete(hive_locks).where(hive_locks.c.hl_txnid == txn_id))
 
     @staticmethod
-    def _abort_rows(conn: Connection, ids: list[int], reason: str, now: int, from_state: str = "o") -> None:
+    def _abort_rows(conn: Connection, ids: list[int], reason: str, now: int,
+                    from_state: TxnState = TxnState.OPEN) -> None:
         """Abort: locks go, recorded stats go (nothing was committed), components stay."""
         if not ids:
             return
         conn.execute(update(txns).where(txns.c.txn_id.in_(ids), txns.c.txn_state == from_state).values(
-            txn_state="a", txn_meta_info=reason[:4000], txn_ended=now))
+            txn_state=TxnState.ABORTED, txn_meta_info=reason[:4000], txn_ended=now))
         conn.execute(delete(hive_locks).where(hive_locks.c.hl_txnid.in_(ids)))
         conn.execute(delete(write_stats).where(write_stats.c.ws_txnid.in_(ids), write_stats.c.committed_at.is_(None)))
 
@@ -613,17 +669,13 @@ class TxnManager:
         oldest = now - self.timeout_ms
         with self.store.write() as conn:
             ids = [r[0] for r in conn.execute(select(txns.c.txn_id).where(
-                txns.c.txn_state == "o", txns.c.txn_last_heartbeat < oldest))]
+                txns.c.txn_state == TxnState.OPEN, txns.c.txn_last_heartbeat < oldest))]
             self._abort_rows(conn, ids, REASON_TIMED_OUT, now)
             conn.execute(delete(hive_locks).where(hive_locks.c.hl_txnid == 0,
                                                   hive_locks.c.hl_last_heartbeat < oldest))
         return ids
 
     # -- snapshots ----------------------------------------------------------------------------
-    def get_valid_txns(self, txn_id: int | None = None) -> ValidTxnList:
-        with self.store.read(consistent=True) as conn:
-            return self._valid_txns(conn, txn_id)
-
     def _valid_txns(self, conn: Connection, txn_id: int | None) -> ValidTxnList:
         # On PostgreSQL, wait out in-flight opens, commits and allocations first (see counters):
         # then every id up to the high watermark is settled.
@@ -632,9 +684,9 @@ class TxnManager:
         if txn_id is not None:
             hwm = min(hwm, txn_id)
         rows = conn.execute(select(txns.c.txn_id, txns.c.txn_state).where(
-            txns.c.txn_state.in_(("o", "a")), txns.c.txn_id <= hwm)).all()
-        open_ids = [r[0] for r in rows if r[0] != txn_id and r[1] == "o"]
-        aborted = [r[0] for r in rows if r[0] != txn_id and r[1] == "a"]
+            txns.c.txn_state.in_((TxnState.OPEN, TxnState.ABORTED)), txns.c.txn_id <= hwm)).all()
+        open_ids = [r[0] for r in rows if r[0] != txn_id and r[1] is TxnState.OPEN]
+        aborted = [r[0] for r in rows if r[0] != txn_id and r[1] is TxnState.ABORTED]
         return ValidTxnList(hwm, tuple(open_ids), tuple(aborted),
                             min_open_txn=min(open_ids) if open_ids else LONG_MAX)
 
@@ -654,8 +706,8 @@ class TxnManager:
                 row = conn.execute(_SEL_TXN, {"b_txn": txn_id}).first()
                 if row is None:
                     raise NoSuchObjectError(f"unknown transaction {txn_id}")
-                if row[0] != "o":
-                    raise _aborted_error(txn_id, row[2]) if row[0] == "a" else TxnError(
+                if row[0] is not TxnState.OPEN:
+                    raise _aborted_error(txn_id, row[2]) if row[0] is TxnState.ABORTED else TxnError(
                         f"transaction {txn_id} is already committed")
             out = {}
             for n in names:
@@ -669,14 +721,14 @@ class TxnManager:
         q = (select(txn_to_write_id.c.t2w_writeid, txns.c.txn_id, txns.c.txn_state)
              .join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid)
              .where(txn_to_write_id.c.t2w_database == db, txn_to_write_id.c.t2w_table == tbl,
-                    or_(txns.c.txn_state.in_(("o", "a")), txns.c.txn_id > vtl.high_watermark)))
+                    or_(txns.c.txn_state.in_((TxnState.OPEN, TxnState.ABORTED)), txns.c.txn_id > vtl.high_watermark)))
         if txn_id is not None:
             q = q.where(txns.c.txn_id != txn_id)
         open_ids, aborted = [], []
         for wid, tid, state in conn.execute(q):
             if wid > hwm:
                 continue
-            (aborted if state == "a" and tid <= vtl.high_watermark else open_ids).append(wid)
+            (aborted if state is TxnState.ABORTED and tid <= vtl.high_watermark else open_ids).append(wid)
         return ValidWriteIdList(hwm, tuple(open_ids), tuple(aborted), table=f"{db}.{tbl}",
                                 min_open_write_id=min(open_ids) if open_ids else LONG_MAX)
 
@@ -706,15 +758,15 @@ class TxnManager:
         """Drop ``txn_to_write_id`` rows of committed txns older than every open txn (no snapshot
         can list them as exceptions any more) and ``write_set`` rows no open txn overlaps."""
         with self.store.write() as conn:
-            low = conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == "o")).scalar()
+            low = conn.execute(select(func.min(txns.c.txn_id)).where(txns.c.txn_state == TxnState.OPEN)).scalar()
             if low is None:
                 low = self._next_txn_value(conn)
-            committed = select(txns.c.txn_id).where(txns.c.txn_state == "c", txns.c.txn_id < low)
+            committed = select(txns.c.txn_id).where(txns.c.txn_state == TxnState.COMMITTED, txns.c.txn_id < low)
             n = conn.execute(delete(txn_to_write_id).where(
                 txn_to_write_id.c.t2w_txnid.in_(committed))).rowcount
             conn.execute(delete(write_set).where(write_set.c.ws_commit_id < low))
             conn.execute(delete(txn_statements).where(txn_statements.c.ts_txnid.in_(
-                select(txns.c.txn_id).where(txns.c.txn_state != "o"))))
+                select(txns.c.txn_id).where(txns.c.txn_state != TxnState.OPEN))))
         return n
 
     def purge_empty_aborted(self) -> int:
@@ -724,13 +776,14 @@ class TxnManager:
             has_wid = select(txn_to_write_id.c.t2w_txnid)
             has_comp = select(txn_components.c.tc_txnid)
             return conn.execute(delete(txns).where(
-                txns.c.txn_state == "a", txns.c.txn_id.not_in(has_wid), txns.c.txn_id.not_in(has_comp))).rowcount
+                txns.c.txn_state == TxnState.ABORTED, txns.c.txn_id.not_in(has_wid),
+                txns.c.txn_id.not_in(has_comp))).rowcount
 
     def purge_committed_txns(self, older_than_ms: int) -> int:
         """Forget committed txns that ended before ``older_than_ms`` and that no write-id row names."""
         with self.store.write() as conn:
             return conn.execute(delete(txns).where(
-                txns.c.txn_state == "c", txns.c.txn_ended < older_than_ms,
+                txns.c.txn_state == TxnState.COMMITTED, txns.c.txn_ended < older_than_ms,
                 txns.c.txn_id.not_in(select(txn_to_write_id.c.t2w_txnid)))).rowcount
 
 
@@ -765,8 +818,13 @@ def _component_row(txn_id: int, key: tuple[str, str, str], value: tuple[str, int
             "tc_operation_type": value[0], "tc_writeid": value[1]}
 
 
+def _stream_batch(r: dict) -> StreamBatch:
+    return StreamBatch(f"{r['sb_database']}.{r['sb_table']}", r["sb_query_id"], r["sb_batch_id"], r["sb_txnid"],
+                       r["sb_writeid"], r["sb_rows"], r["sb_committed_at"])
+
+
 def _stat_row(w: WriteStat, txn_id: int, now: int) -> dict:
     return {"ws_database": w.db, "ws_table": w.table, "ws_partition": w.partition, "ws_writeid": w.write_id,
-            "ws_txnid": txn_id, "ws_operation_type": w.operation.value, **w.counts(), "committed_at": now}
+            "ws_txnid": txn_id, "ws_operation_type": w.operation, **w.counts(), "committed_at": now}
 
 
