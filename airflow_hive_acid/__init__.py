@@ -1,8 +1,10 @@
 """airflow-hive-acid: Hive ACID v2 tables for Spark pipelines, run from Apache Airflow.
 
-Layers (imports point down only): ``acid`` (the on-disk format, pure Python + pyarrow),
-``metastore`` (catalog + transaction manager), ``spark`` (jobs run through spark-submit), and
-the Airflow hooks / operators / sensors / triggers. This module must not import Airflow: Airflow
+Layers (imports point down only; ``docs/architecture.md``): ``acid`` (the on-disk format, pure
+Python + pyarrow), ``metastore`` (catalog + transaction manager), ``jobs`` (the job contract:
+requests, manifests, launcher; no pyspark), ``statements`` / ``compactor`` (transactions around
+jobs), the Airflow hooks / operators / sensors / triggers and the CLI; ``spark`` (the jobs
+themselves) is reached only through spark-submit. This module must not import Airflow: Airflow
 imports it while it loads its providers.
 """
 __version__ = "0.1.0"
@@ -28,7 +30,8 @@ def get_provider_info() -> dict:
         "operators": [{
             "integration-name": "Hive ACID",
             "python-modules": ["airflow_hive_acid.operators.transaction", "airflow_hive_acid.operators.dml",
-                               "airflow_hive_acid.operators.table", "airflow_hive_acid.operators.maintenance"],
+                               "airflow_hive_acid.operators.table", "airflow_hive_acid.operators.maintenance",
+                               "airflow_hive_acid.operators.streaming"],
         }],
         "sensors": [{
             "integration-name": "Hive ACID",

@@ -15,7 +15,6 @@ from typing import Any
 
 from .acid import fs as afs
 from .acid.types import format_columns
-from .acid.writeids import ValidWriteIdList
 from .errors import InvalidInputError
 from .heartbeat import Heartbeater
 from .jobs import (
@@ -63,9 +62,10 @@ def table_spec(info: TableInfo) -> TableSpec:
                      compression=info.compression)
 
 
-def writes_from_manifest(info: TableInfo, write_id: int, manifest: Manifest) -> list[WriteStat]:
-    return [WriteStat(info.db, info.name, p.partition, write_id, Operation(p.operation), **p.counts())
-            for p in manifest.partitions]
+def write_stats(info: TableInfo, write_id: int, partitions: list[PartitionStats]) -> list[WriteStat]:
+    """What a job's per-partition stats are to the metastore (conflict check, initiator)."""
+    return [WriteStat(info.db, info.name, p.partition, write_id, Operation[p.operation.upper()], **p.counts())
+            for p in partitions]
 
 
 def table_source(ms: Metastore, table: str) -> SourceSpec:
@@ -154,7 +154,7 @@ class StatementRunner:
                            request=request, txn_id=txn_id, write_id=write_id, statement_id=ids[0],
                            extra_statement_ids=tuple(ids[1:]), shared_txn=not own)
             manifest = self._run(spec, txn_id)
-            writes = writes_from_manifest(info, write_id, manifest)
+            writes = write_stats(info, write_id, manifest.partitions)
             if own:
                 self.ms.txns.commit_txn(txn_id, writes)
             else:
@@ -181,13 +181,8 @@ class StatementRunner:
 
     def _abort_quietly(self, txn_id: int, reason: str, info: TableInfo, write_id: int,
                        manifest: Manifest | None) -> None:
-        try:
-            state = self.ms.txns.get_txn(txn_id).state
-            if state is TxnState.OPEN:
-                writes = writes_from_manifest(info, write_id, manifest) if manifest else []
-                self.ms.txns.abort_txn(txn_id, reason, writes)
-        except Exception:  # noqa: BLE001 - the original error matters more; the housekeeper ends it
-            log.exception("could not abort transaction %s", txn_id)
+        writes = write_stats(info, write_id, manifest.partitions) if manifest else []
+        abort_quietly(self.ms, txn_id, reason, writes)
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, table: str, request: Read, *, txn_id: int | None = None,
@@ -206,7 +201,7 @@ class StatementRunner:
             snap = self.ms.txns.snapshot(info.qualified_name, txn_id=txn_id)
             wl = snap.valid_write_ids
             if at_write_id is not None:
-                wl = _as_of(wl, at_write_id)
+                wl = wl.as_of(at_write_id)
             spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()),
                            request=request, txn_id=txn_id)
             manifest = self._run(spec, txn_id)
@@ -238,17 +233,18 @@ class StatementRunner:
                 fs.delete_file(p)
 
 
+def abort_quietly(ms: Metastore, txn_id: int, reason: str, writes: list[WriteStat] = ()) -> None:
+    """Abort ``txn_id`` if it is still open, naming the ``writes`` it published so the cleaner
+    finds them; a failure to abort is logged, as the error that led here matters more (the
+    housekeeper ends the txn after its timeout anyway)."""
+    try:
+        if ms.txns.get_txn(txn_id).state is TxnState.OPEN:
+            ms.txns.abort_txn(txn_id, reason[:2000], writes)
+    except Exception:  # noqa: BLE001
+        log.exception("could not abort transaction %s", txn_id)
+
+
 def _statement_count(request: Request, info: TableInfo) -> int:
     if isinstance(request, Insert) and info.num_buckets and not request.overwrite:
         return LOAD_STATEMENT_IDS
     return 1
-
-
-def _as_of(wl: ValidWriteIdList, write_id: int) -> ValidWriteIdList:
-    """The snapshot as of an older write id: everything above it invisible."""
-    if write_id < 0 or write_id > wl.high_watermark:
-        raise InvalidInputError(f"--at-write-id {write_id} is outside 0..{wl.high_watermark} "
-                                "(the table's high watermark)")
-    open_ids = tuple(i for i in wl.open_ids if i <= write_id)
-    aborted = tuple(i for i in wl.aborted_ids if i <= write_id)
-    return ValidWriteIdList(write_id, open_ids, aborted, table=wl.table)

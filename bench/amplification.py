@@ -30,7 +30,7 @@ def _session():
 def read_amplification(work: Path, rows: int) -> dict:
     from pyspark.sql import functions as F
 
-    from airflow_hive_acid.jobs.spec import SnapshotSpec
+    from airflow_hive_acid.jobs.spec import Delete, Insert, SnapshotSpec, SourceSpec
     from airflow_hive_acid.metastore import Metastore
     from airflow_hive_acid.spark.runner import run_job
     from airflow_hive_acid.spark.scan import read_table
@@ -41,27 +41,34 @@ def read_amplification(work: Path, rows: int) -> dict:
     shutil.rmtree(home, ignore_errors=True)
     ms = Metastore.initialize(f"sqlite:///{home / 'm.db'}", warehouse=str(home / "wh"))
 
-    def submit(spec, _path):
-        m = run_job(spark, spec)
-        if not m.ok:
-            raise RuntimeError(m.error)
-        return m
+    class InProcess:
+        """Jobs in this process's SparkSession (the read is what is measured, not spark-submit)."""
 
-    runner = StatementRunner(ms, submit)
+        def __call__(self, spec):
+            run_job(spark, spec).save(spec.manifest_path)
+            from airflow_hive_acid.jobs import Manifest
+            m = Manifest.load(spec.manifest_path)
+            m.raise_for_failure()
+            return m
+
+        def kill(self):
+            spark.sparkContext.cancelAllJobs()
+
+    runner = StatementRunner(ms, InProcess())
     for t in ("bench.deltas", "bench.base_only"):
         ms.catalog.create_table(t, COLUMNS, bucketed_by="id", buckets=8)
     base = str(work / "base.parquet")
     t0 = time.time()
-    runner.run("insert", "bench.deltas", {"source": {"path": base}, "overwrite": True})
+    runner.run(Insert(source=SourceSpec(path=base), overwrite=True), "bench.deltas")
     extra = work / "amp_inserts"
     shutil.rmtree(extra, ignore_errors=True)
     step = max(1, rows // 1000)
     for i in range(10):
         (spark.read.parquet(base).filter(F.col("id") < step).withColumn("id", F.col("id") + rows + i * step)
          .write.parquet(str(extra / f"i{i}")))
-        runner.run("insert", "bench.deltas", {"source": {"path": str(extra / f"i{i}"), "format": "parquet"}})
+        runner.run(Insert(source=SourceSpec(path=str(extra / f"i{i}"), format="parquet")), "bench.deltas")
     for k in range(5):
-        runner.run("delete", "bench.deltas", {"where": f"id % 997 = {k}"})
+        runner.run(Delete(where=f"id % 997 = {k}"), "bench.deltas")
     built = time.time() - t0
 
     def snapshot(t):
@@ -72,7 +79,7 @@ def read_amplification(work: Path, rows: int) -> dict:
     shutil.rmtree(final, ignore_errors=True)
     deltas = read_table(spark, table_spec(ms.catalog.get_table("bench.deltas")), snapshot("bench.deltas"))
     deltas.write.parquet(str(final))
-    runner.run("insert", "bench.base_only", {"source": {"path": str(final), "format": "parquet"}, "overwrite": True})
+    runner.run(Insert(source=SourceSpec(path=str(final), format="parquet"), overwrite=True), "bench.base_only")
 
     def scan(t):
         df = read_table(spark, table_spec(ms.catalog.get_table(t)), snapshot(t))

@@ -53,9 +53,9 @@ class TimedSparkHook(AcidSparkHook):
         self.submit_s: list[float] = []
         self.job_s: list[float] = []
 
-    def submit_job(self, spec, spec_path):  # type: ignore[no-untyped-def]
+    def submit_job(self, spec):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
-        manifest = super().submit_job(spec, spec_path)
+        manifest = super().submit_job(spec)
         self.submit_s.append(time.perf_counter() - t0)
         self.job_s.append(manifest.seconds)
         return manifest

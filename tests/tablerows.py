@@ -3,7 +3,7 @@ tests check table contents after a job, a DAG run or a compaction."""
 from airflow_hive_acid.acid.reader import ReadRequest, read_bucket_group
 from airflow_hive_acid.jobs.spec import SnapshotSpec
 from airflow_hive_acid.spark.scan import Table, partition_values, plan_scan
-from airflow_hive_acid.statements import _as_of, table_spec
+from airflow_hive_acid.statements import table_spec
 
 
 def read_rows(ms, table: str, *, write_id: int | None = None, txn_id: int | None = None) -> list[dict]:
@@ -11,7 +11,7 @@ def read_rows(ms, table: str, *, write_id: int | None = None, txn_id: int | None
     ``txn_id``, or as of ``write_id``."""
     info = ms.catalog.get_table(table)
     snap = ms.txns.snapshot(info.qualified_name, txn_id=txn_id)
-    wl = snap.valid_write_ids if write_id is None else _as_of(snap.valid_write_ids, write_id)
+    wl = snap.valid_write_ids if write_id is None else snap.valid_write_ids.as_of(write_id)
     t = Table(table_spec(info))
     plan = plan_scan(t, SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()))
     fs, _ = t.fs_and_root

@@ -169,7 +169,7 @@ def test_operator_input_is_validated(env_ms):
     with pytest.raises(ValueError, match="at least one WHEN"):
         AcidMergeOperator(task_id="m", table="s.a", source="/x", on="id", clauses=[])
     env_ms.catalog.create_table("s.p", "id bigint, v int", partitioned_by="ds string", bucketed_by="id", buckets=2)
-    from airflow.sdk.exceptions import AirflowFailException   # bad input: no retry can fix it
+    from airflow.sdk.exceptions import AirflowFailException  # bad input: no retry can fix it
     op = AcidUpdateOperator(task_id="u", table="s.p", set="ds = '2024'", where="true")
     with pytest.raises(AirflowFailException, match="partition column 'ds'"):
         op.execute(context("u"))

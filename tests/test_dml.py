@@ -1,6 +1,5 @@
 """INSERT / INSERT OVERWRITE / DELETE / UPDATE / MERGE through the statement runner, with the
 Spark jobs run in a shared local SparkSession (the end-to-end tests use spark-submit)."""
-import json
 from pathlib import Path
 
 import pyarrow as pa

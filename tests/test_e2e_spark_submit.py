@@ -120,8 +120,9 @@ def standalone_cluster(tmp_path_factory):
     """A Spark standalone master and one worker on loopback, from the pyspark install."""
     from airflow_hive_acid.jobs.launcher import job_env, spark_home
     home = Path(spark_home())
+    work = tmp_path_factory.mktemp("work")
     env = {**job_env(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp_path_factory.mktemp("logs")),
-           "SPARK_WORKER_DIR": str(tmp_path_factory.mktemp("work"))}
+           "SPARK_WORKER_DIR": str(work)}
     port, web = _free_port(), _free_port()
     cls = str(home / "bin" / "spark-class")
     master = subprocess.Popen([cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
@@ -132,7 +133,7 @@ def standalone_cluster(tmp_path_factory):
                                "--webui-port", str(_free_port()), "--host", "127.0.0.1"], env=env,
                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        yield url
+        yield url, work
     finally:
         for p in (worker, master):
             os.killpg(p.pid, signal.SIGTERM)
@@ -140,6 +141,7 @@ def standalone_cluster(tmp_path_factory):
 
 
 def test_statements_on_a_standalone_cluster(url, tmp_path, standalone_cluster):
+    standalone_cluster, _ = standalone_cluster
     pq.write_table(pa.table({"id": list(range(100)), "v": [i * 2 for i in range(100)]}), tmp_path / "a.parquet")
     cli(url, "create-table", "app.c", "--columns", "id bigint, v bigint", "--bucketed-by", "id", "--buckets", "4")
     r = json.loads(cli(url, "--json", "insert", "app.c", "--source", str(tmp_path / "a.parquet"), "--master",
@@ -147,3 +149,76 @@ def test_statements_on_a_standalone_cluster(url, tmp_path, standalone_cluster):
     assert r["rows_inserted"] == 100 and r["spark_app_id"].startswith("app-"), "ran as a cluster application"
     got = {x["id"]: x["v"] for x in rows(url, "app.c", "--master", standalone_cluster)}
     assert len(got) == 100 and got[3] == 6 and got[50] == 100
+
+
+def test_cluster_deploy_mode_on_a_standalone_cluster(url, tmp_path, standalone_cluster):
+    """The driver runs on the cluster's worker, not beside the submitter: the spec travels on the
+    command line and the manifest (and a read's rows) come back through the table's filesystem."""
+    master, work = standalone_cluster
+    pq.write_table(pa.table({"id": list(range(50)), "v": list(range(50))}), tmp_path / "a.parquet")
+    cli(url, "create-table", "app.d", "--columns", "id bigint, v bigint", "--bucketed-by", "id", "--buckets", "2")
+    on_cluster = ("--master", master, "--deploy-mode", "cluster")
+    r = json.loads(cli(url, "--json", "insert", "app.d", "--source", str(tmp_path / "a.parquet"), *on_cluster,
+                       timeout=400).stdout)
+    assert r["rows_inserted"] == 50 and r["committed"]
+    u = json.loads(cli(url, "--json", "update", "app.d", "--set", "v = v + 100", "--where", "id < 10", *on_cluster,
+                       timeout=400).stdout)
+    assert u["rows_updated"] == 10
+    got = {x["id"]: x["v"] for x in rows(url, "app.d", *on_cluster)}
+    assert got == {i: i + 100 if i < 10 else i for i in range(50)}
+    drivers = sorted(p.name for p in work.iterdir() if p.name.startswith("driver-"))
+    assert len(drivers) >= 3, f"each job's driver ran inside the worker: {drivers}"
+    staging = Path(json.loads(cli(url, "--json", "describe", "app.d").stdout)["location"]) / "_hive_acid_staging"
+    assert not staging.exists() or not any(staging.iterdir()), "manifests and read output are removed"
+
+
+def test_streaming_ingest_killed_mid_run_restarts_without_loss_or_duplicates(tmp_path):
+    """The ingest job through spark-submit, killed (SIGKILL to its whole process group) while
+    micro-batches run, then restarted from its checkpoint: the table holds every source row once."""
+    import threading
+
+    from tablerows import read_rows
+
+    from airflow_hive_acid.jobs import Ingest, JobFailed, JobSpec, LocalSubmitter, SnapshotSpec, run_job
+    from airflow_hive_acid.metastore import Metastore
+    from airflow_hive_acid.statements import table_spec
+
+    ms = Metastore.initialize(f"sqlite:///{tmp_path / 'm.db'}", warehouse=str(tmp_path / "wh"))
+    ms.catalog.create_table("s.events", "id bigint, v string", partitioned_by="ds string", bucketed_by="id",
+                            buckets=2)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for f in range(16):
+        ids = list(range(f * 50, f * 50 + 50))
+        pq.write_table(pa.table({"id": ids, "v": [f"f{f}"] * 50, "ds": [f"d{f % 3}"] * 50}),
+                       landing / f"part-{f:03d}.parquet")
+
+    def spec(trigger, max_duration=None):
+        req = Ingest(landing=str(landing), checkpoint=str(tmp_path / "cp"), metastore=ms.url, trigger=trigger,
+                     interval=0.2, max_duration=max_duration, max_files_per_trigger=1)
+        return JobSpec(table=table_spec(ms.catalog.get_table("s.events")), snapshot=SnapshotSpec("", ""),
+                       request=req)
+
+    submit = LocalSubmitter(log=lambda _line: None)
+
+    def kill_after_two_batches():
+        deadline = time.time() + 240
+        while time.time() < deadline and len(ms.txns.stream_batches("s.events")) < 2:
+            time.sleep(0.2)
+        submit.kill()
+
+    killer = threading.Thread(target=kill_after_two_batches)
+    killer.start()
+    with pytest.raises(JobFailed):
+        run_job(submit, spec("processing", max_duration=600))
+    killer.join()
+    first = ms.txns.stream_batches("s.events")
+    assert 2 <= len(first) < 16, "killed mid-run"
+    ms.housekeep()
+    out = run_job(LocalSubmitter(log=lambda _line: None), spec("available_now")).output
+    batches = ms.txns.stream_batches("s.events")
+    assert len({b.query_id for b in batches}) == 1 and out.query_id == batches[0].query_id
+    assert sorted(b.batch_id for b in batches) == list(range(len(batches)))
+    got = sorted(r["id"] for r in read_rows(ms, "s.events"))
+    assert got == list(range(800)), "every source row once"
+    assert sum(b.rows for b in batches) == 800

@@ -124,3 +124,18 @@ def test_maintenance_compacts_and_cleans_then_report_runs(airflow):
     assert comps and comps[-1].state.label == "succeeded", [c.to_dict() for c in comps]
     assert sorted(read_rows(ms, "dim.customer"), key=lambda r: r["customer_id"]) == before
     airflow("hive_acid_customer_report", "2026-01-02")
+
+
+def test_streaming_ingest_hourly_takes_each_file_once(airflow):
+    airflow("hive_acid_streaming_ingest", "2026-01-03T10:00:00+00:00")
+    airflow("hive_acid_streaming_ingest", "2026-01-03T11:00:00+00:00")
+    ms = airflow.metastore()
+    rows = read_rows(ms, "web.clicks")
+    ids = sorted(r["click_id"] for r in rows)
+    assert len(ids) == 600 and len(set(ids)) == 600, "two hours of three files, each file once"
+    batches = ms.txns.stream_batches("web.clicks")
+    assert len(batches) == 6 and len({b.query_id for b in batches}) == 1, "one query, kept in the checkpoint"
+    assert sorted(b.batch_id for b in batches) == list(range(6)) and all(b.rows == 100 for b in batches)
+    assert len({b.write_id for b in batches}) == 6
+    events = airflow.asset_events("hive-acid://web/clicks")
+    assert [(e["batches"], e["rows"]) for e in events] == [(3, 300), (3, 300)]

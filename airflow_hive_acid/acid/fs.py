@@ -141,6 +141,12 @@ def exists(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def remove_dir(fs: pafs.FileSystem, path: str) -> None:
+    """Delete a directory tree if it is there (staging after a job, spool after a batch)."""
+    if exists(fs, path):
+        fs.delete_dir(path)
+
+
 def publish(fs: pafs.FileSystem, staged: str, final: str) -> None:
     """Move a finished directory from staging to its place. A directory already there of the
     same name is a leftover of an earlier attempt of this very statement (same write id and

@@ -114,9 +114,6 @@ class ValidTxnList(_Exceptions):
     def is_txn_aborted(self, txn_id: int) -> bool:
         return txn_id in self._aborted
 
-    def is_txn_open(self, txn_id: int) -> bool:
-        return txn_id > self.high_watermark or txn_id in set(self.open_ids)
-
     def to_string(self) -> str:
         """Hive 4 form: runs of five or more ids are written ``a-b``."""
         return (f"{self.high_watermark}:{self.min_open_txn}:"
@@ -168,6 +165,15 @@ class ValidWriteIdList(_Exceptions):
                 object.__setattr__(self, "min_open_write_id", lowest_open)
         elif not self._sorted:
             object.__setattr__(self, "min_open_write_id", LONG_MAX)
+
+    def as_of(self, write_id: int) -> ValidWriteIdList:
+        """The snapshot as it was when ``write_id`` was the high watermark: everything above it
+        invisible (a read of an older version of the table)."""
+        if write_id < 0 or write_id > self.high_watermark:
+            raise AcidInputError(f"write id {write_id} is outside 0..{self.high_watermark} "
+                                 f"(the high watermark of {self.table or 'the table'})")
+        return ValidWriteIdList(write_id, tuple(i for i in self.open_ids if i <= write_id),
+                                tuple(i for i in self.aborted_ids if i <= write_id), table=self.table)
 
     # -- reader semantics ----------------------------------------------------------------
     def is_write_id_valid(self, write_id: int) -> bool:

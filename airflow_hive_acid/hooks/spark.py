@@ -57,8 +57,8 @@ class _JobSubmit(SparkSubmitHook):
         super()._process_spark_submit_log(remember(itr))
 
     def on_kill(self) -> None:
+        super().on_kill()      # first: its YARN/cluster kill needs spark-submit still running
         kill_process_group(self._submit_sp)
-        super().on_kill()
 
 
 class AcidSparkHook(BaseHook):

@@ -28,7 +28,9 @@ from ..errors import JobFailed
 from .manifest import Manifest
 from .spec import JobSpec
 
-ENTRYPOINTS = Path(__file__).resolve().parent.parent / "spark" / "entrypoints"
+# the entry scripts, by job name: the Spark jobs, and the jobs whose driver uses the data source
+ENTRYPOINTS = (Path(__file__).resolve().parent.parent / "spark" / "entrypoints",
+               Path(__file__).resolve().parent.parent / "datasource" / "entrypoints")
 
 
 @runtime_checkable
@@ -51,8 +53,7 @@ def run_job(submit: Submit, spec: JobSpec, keepalive: AbstractContextManager | N
             return submit(spec)
     finally:
         fs, path = afs.filesystem_for(job_dir)
-        if afs.exists(fs, path):
-            fs.delete_dir(path)
+        afs.remove_dir(fs, path)
 
 
 def spark_home() -> str:
@@ -71,10 +72,11 @@ def spark_submit_binary() -> str:
 
 
 def job_script(job: str) -> str:
-    path = ENTRYPOINTS / f"{job}.py"
-    if not path.exists():
-        raise JobFailed(f"no entry script for job {job!r} in {ENTRYPOINTS}")
-    return str(path)
+    for folder in ENTRYPOINTS:
+        path = folder / f"{job}.py"
+        if path.exists():
+            return str(path)
+    raise JobFailed(f"no entry script for job {job!r} in {', '.join(map(str, ENTRYPOINTS))}")
 
 
 def spec_arguments(spec: JobSpec) -> list[str]:

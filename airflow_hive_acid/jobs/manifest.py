@@ -23,12 +23,13 @@ class PartitionStats(WriteCounts):
 
     @property
     def operation(self) -> str:
-        """Hive's operation type for write-write conflicts: ``u``, ``d`` or ``i``."""
+        """What the statement did here, for write-write conflicts: ``update`` if it updated a
+        row, else ``delete`` if it deleted one, else ``insert``."""
         if self.rows_updated:
-            return "u"
+            return "update"
         if self.rows_deleted:
-            return "d"
-        return "i"
+            return "delete"
+        return "insert"
 
 
 @dataclass
@@ -68,7 +69,18 @@ class CleanOutput:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-OUTPUTS: dict[str, type] = {"read": ReadOutput, "compact": CompactOutput, "clean": CleanOutput}
+@dataclass
+class IngestOutput:
+    """A streaming ingest's query (its id is kept in the checkpoint) and the micro-batches it ran:
+    ``{"batch_id", "rows"}`` each, as Spark reported them (what committed is in the metastore)."""
+
+    query_id: str = ""
+    batches: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+OUTPUTS: dict[str, type] = {"read": ReadOutput, "compact": CompactOutput, "clean": CleanOutput,
+                            "ingest": IngestOutput}
 
 
 @dataclass
@@ -83,7 +95,7 @@ class Manifest:
     spark_app_id: str | None = None
     seconds: float = 0.0
     partitions: list[PartitionStats] = field(default_factory=list)
-    output: ReadOutput | CompactOutput | CleanOutput | None = None
+    output: ReadOutput | CompactOutput | CleanOutput | IngestOutput | None = None
     stages: list[dict[str, Any]] = field(default_factory=list)   # {"stage", "seconds"}: where the time went
 
     @contextmanager

@@ -192,6 +192,8 @@ class Request:
         unknown = sorted(set(d) - known)
         if unknown:
             raise JobSpecError(f"unknown {cls.job} arguments {unknown}")
+        if "source" in known:                     # INSERT and MERGE read a SourceSpec
+            d = {**d, "source": SourceSpec.from_dict(d.get("source"))}
         return cls(**d)
 
 
@@ -222,12 +224,6 @@ class Insert(Request):
         self.source.validate()
         if self.partition:
             table.partition_name(self.partition)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Insert:
-        d = dict(d)
-        d["source"] = SourceSpec.from_dict(d.get("source"))
-        return super().from_dict(d)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -297,12 +293,6 @@ class Merge(Request):
     def to_dict(self) -> dict[str, Any]:
         return {"source": asdict(self.source), "on": self.on, "clauses": [asdict(c) for c in self.clauses]}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Merge:
-        d = dict(d)
-        d["source"] = SourceSpec.from_dict(d.get("source"))
-        return super().from_dict(d)  # type: ignore[return-value]
-
 
 @dataclass(frozen=True)
 class Read(Request):
@@ -368,7 +358,50 @@ class Clean(Request):
             raise JobSpecError("a compaction clean needs highest_write_id")
 
 
-REQUESTS: dict[str, type[Request]] = {r.job: r for r in (Insert, Delete, Update, Merge, Read, Compact, Clean)}
+INGEST_FORMATS = ("parquet", "orc", "json", "csv")
+INGEST_TRIGGERS = ("available_now", "processing")
+
+
+@dataclass(frozen=True)
+class Ingest(Request):
+    """Structured Streaming of the files arriving in ``landing`` into the table, one txn per
+    micro-batch (the ``hive_acid`` data source). ``trigger="available_now"`` processes what has
+    arrived and stops; ``"processing"`` starts a micro-batch every ``interval`` seconds and stops
+    after ``max_duration`` seconds, once the batch in flight is done. The driver opens the
+    metastore at ``metastore`` for the batches' txns; ``checkpoint`` keeps the query's progress."""
+
+    job: ClassVar[str] = "ingest"
+    landing: str
+    checkpoint: str
+    metastore: str
+    format: str = "parquet"
+    trigger: str = "available_now"
+    interval: float = 1.0
+    max_duration: float | None = None
+    max_files_per_trigger: int | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+    def validate(self, table: TableSpec) -> None:
+        super().validate(table)
+        for name in ("landing", "checkpoint", "metastore"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise JobSpecError(f"ingest needs {name} (a path or URL), got {getattr(self, name)!r}")
+        if self.format not in INGEST_FORMATS:
+            raise JobSpecError(f"ingest format must be one of {list(INGEST_FORMATS)}, not {self.format!r}")
+        if self.trigger not in INGEST_TRIGGERS:
+            raise JobSpecError(f"ingest trigger must be one of {list(INGEST_TRIGGERS)}, not {self.trigger!r}")
+        if not self.interval > 0:
+            raise JobSpecError(f"ingest interval must be positive, got {self.interval}")
+        if self.max_duration is not None and not self.max_duration > 0:
+            raise JobSpecError(f"ingest max_duration must be positive, got {self.max_duration}")
+        if self.trigger == "processing" and self.max_duration is None:
+            raise JobSpecError("a processing-time ingest needs max_duration: a task must end")
+        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
+            raise JobSpecError(f"max_files_per_trigger must be at least 1, got {self.max_files_per_trigger}")
+
+
+REQUESTS: dict[str, type[Request]] = {r.job: r for r in (Insert, Delete, Update, Merge, Read, Compact, Clean,
+                                                          Ingest)}
 
 
 def request(job: str, args: dict[str, Any]) -> Request:

@@ -13,6 +13,7 @@ from .maintenance import (
     AcidHousekeeperOperator,
     AcidInitiatorOperator,
 )
+from .streaming import AcidStreamingIngestOperator
 from .table import AcidCreateTableOperator, AcidReadOperator
 from .transaction import (
     AcidAbortTransactionOperator,
@@ -25,5 +26,5 @@ __all__ = [
     "AcidCommitTransactionOperator", "AcidCompactOperator", "AcidCompactionWorkerOperator",
     "AcidCreateTableOperator", "AcidDeleteOperator", "AcidDmlOperator", "AcidHousekeeperOperator",
     "AcidInitiatorOperator", "AcidInsertOperator", "AcidMergeOperator", "AcidReadOperator",
-    "AcidUpdateOperator",
+    "AcidStreamingIngestOperator", "AcidUpdateOperator",
 ]

@@ -1,4 +1,4 @@
-"""Compaction and cleaning as Spark jobs (``hive-acid-format.md`` §2.8, §5.2, §5.3).
+"""Compaction and cleaning as Spark jobs (``docs/format.md`` §4.7, §8.7, §8.9).
 
 Compaction of one partition (or an unpartitioned table): the driver lists it once and lets
 AcidState choose, with the compactor's ValidWriteIdList (everything below the lowest open
@@ -130,8 +130,7 @@ def run_compaction(spark: SparkSession, spec: JobSpec, r: Compact) -> tuple[list
         rows = _run_tasks(spark, table, groups, wl, kind, outputs, afs.join(staging, part)) if groups else []
         stats = _publish(fs, afs.join(staging, part), pdir, kind, outputs, rows, part)
     finally:
-        if afs.exists(fs, staging):
-            fs.delete_dir(staging)
+        afs.remove_dir(fs, staging)
     result.compacted, result.output, result.bucket_groups = True, stats.directories, len(groups)
     result.rows, result.delete_events = stats.rows_inserted, stats.rows_deleted
     return [stats], result

@@ -109,27 +109,38 @@ def _typed(table: Table, name: str, value: SparkColumn, value_type: T.DataType, 
     return value.cast(target).alias(name)
 
 
-def conform_source(table: Table, df: DataFrame, static_partition: dict[str, str] | None = None) -> DataFrame:
-    """Source rows as the target's columns (by name, case-insensitive), type-checked; partition
-    columns come from the data or from a static spec."""
-    have = {f.name.lower(): f for f in df.schema.fields}
-    static = static_partition or {}
-    unknown = sorted(set(have) - {c.name for c in table.all_columns})
+def source_columns(table: Table, source: dict[str, tuple[str, T.DataType]], static: dict[str, str]
+                   ) -> list[tuple[str, str | None, str | None]]:
+    """Where each table column comes from: ``(column, source column, None)`` or ``(column, None,
+    static partition value)``. ``source`` maps lower-cased source names to (name, Spark type);
+    names match case-insensitively and every type must be assignable to its column's."""
+    unknown = sorted(set(source) - {c.name for c in table.all_columns})
     if unknown:
         raise DmlError(f"source columns {unknown} are not columns of {table.spec.name} "
                        f"({[c.name for c in table.all_columns]})")
-    out = []
+    out: list[tuple[str, str | None, str | None]] = []
     for c in table.all_columns:
         if c.name in static:
-            if c.name in have:
+            if c.name in source:
                 raise DmlError(f"partition column {c.name!r} is both in the data and in the partition spec")
-            out.append(F.lit(static[c.name]).cast(spark_type(c.type)).alias(c.name))
+            out.append((c.name, None, static[c.name]))
             continue
-        f = have.get(c.name)
-        if f is None:
+        if c.name not in source:
             raise DmlError(f"source has no column {c.name!r} of {table.spec.name}")
-        out.append(_typed(table, c.name, F.col(f"`{f.name}`"), f.dataType, "source"))
-    return df.select(*out)
+        name, value_type = source[c.name]
+        if not assignable(value_type, spark_type(c.type)):
+            raise DmlError(f"source: column {c.name!r} is {c.type} but the value is {value_type.simpleString()}")
+        out.append((c.name, name, None))
+    return out
+
+
+def conform_source(table: Table, df: DataFrame, static_partition: dict[str, str] | None = None) -> DataFrame:
+    """Source rows as the target's columns (by name, case-insensitive), type-checked; partition
+    columns come from the data or from a static spec."""
+    have = {f.name.lower(): (f.name, f.dataType) for f in df.schema.fields}
+    return df.select(*[
+        (F.lit(value) if src is None else F.col(f"`{src}`")).cast(spark_type(table.column(name).type)).alias(name)
+        for name, src, value in source_columns(table, have, static_partition or {})])
 
 
 # -- statements ----------------------------------------------------------------------------------

@@ -25,9 +25,8 @@ from ..acid import fs as afs
 from ..acid.bucket_codec import MAX_BUCKET_ID
 from ..jobs.manifest import PartitionStats
 from ..jobs.spec import SourceSpec
-from .dml import DmlError, check_source_files
+from .dml import DmlError, check_source_files, source_columns
 from .scan import Table
-from .types import assignable, spark_type
 from .write import _STATS_SCHEMA, Placement, Stage, Statement, TaskFiles, _no_stage, publish, stats_batch
 
 TARGET_TASK_BYTES = 256 * 1024 * 1024
@@ -88,26 +87,8 @@ def conform_plan(table: Table, schema: pa.Schema, static: dict[str, str]) -> Con
     each table column comes from."""
     from pyspark.sql.pandas.types import from_arrow_type  # driver only: it imports pandas
 
-    have = {n.lower(): n for n in schema.names}
-    unknown = sorted(set(have) - {c.name for c in table.all_columns})
-    if unknown:
-        raise DmlError(f"source columns {unknown} are not columns of {table.spec.name} "
-                       f"({[c.name for c in table.all_columns]})")
-    out = []
-    for c in table.all_columns:
-        if c.name in static:
-            if c.name in have:
-                raise DmlError(f"partition column {c.name!r} is both in the data and in the partition spec")
-            out.append((c.name, None, static[c.name]))
-            continue
-        src = have.get(c.name)
-        if src is None:
-            raise DmlError(f"source has no column {c.name!r} of {table.spec.name}")
-        source_type = from_arrow_type(schema.field(src).type)
-        if not assignable(source_type, spark_type(c.type)):
-            raise DmlError(f"source: column {c.name!r} is {c.type} but the value is {source_type.simpleString()}")
-        out.append((c.name, src, None))
-    return Conform(tuple(out))
+    have = {f.name.lower(): (f.name, from_arrow_type(f.type)) for f in schema}
+    return Conform(tuple(source_columns(table, have, static)))
 
 
 def conform_batch(table: Table, plan: Conform, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -163,8 +144,7 @@ def run_load(spark: SparkSession, stmt: Statement, splits: list[Split], static: 
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows, overwrite_partitions)
     finally:
-        if afs.exists(fs, staging):
-            fs.delete_dir(staging)
+        afs.remove_dir(fs, staging)
 
 
 def _load_task(stmt: Statement, staging: str, plan: Conform | None):  # type: ignore[no-untyped-def]

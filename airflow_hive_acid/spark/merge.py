@@ -92,8 +92,7 @@ def run_merge(spark: SparkSession, stmt: Statement, snapshot: SnapshotSpec, sour
         return write_statement(spark, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (),
                                stage)
     finally:
-        if afs.exists(fs, source_dir):
-            fs.delete_dir(source_dir)
+        afs.remove_dir(fs, source_dir)
 
 
 @dataclass
@@ -238,8 +237,7 @@ def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows)
     finally:
-        if afs.exists(fs, staging):
-            fs.delete_dir(staging)
+        afs.remove_dir(fs, staging)
 
 
 def _joined_schema(table: Table, needed: list[str], source: pa.Schema) -> T.StructType:
@@ -302,7 +300,7 @@ def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: 
 
 
 def _tasks(fs: pafs.FileSystem, plan: BucketPlan,
-           batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[BucketGroup, pa.Table]]:
+           batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[BucketGroup, pa.Table]]:
     """Each task's bucket group and its source rows, read from the plan's IPC files."""
     for b in batches:
         for raw, src in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
@@ -387,17 +385,23 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
     return (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_string(target)
 
 
-def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram]):  # type: ignore[no-untyped-def]
-    location = plan.table.spec.location
+def merge_groups(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram], task: int,
+                 batches: Iterable[pa.RecordBatch]) -> list[dict]:
+    """Join, evaluate and write the bucket groups of ``batches`` (rows of ``plan.tasks``): one
+    task's work in a MERGE job, or all of a change stream's micro-batch on the driver. Returns
+    the stats row of every file written."""
+    fs, _ = afs.filesystem_for(plan.table.spec.location)
+    snap = ValidWriteIdList.parse(plan.snapshot)
+    files = TaskFiles(stmt, staging, fs, task, Placement.LOCAL)
+    for group, source in _tasks(fs, plan, batches):
+        for events in _apply(plan.table, program, _join(fs, plan, snap, group, source), group.bucket):
+            files.add(events)
+    return files.close()
 
+
+def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram]):  # type: ignore[no-untyped-def]
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fs, _ = afs.filesystem_for(location)
-        snap = ValidWriteIdList.parse(plan.snapshot)
-        files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), Placement.LOCAL)
-        for group, source in _tasks(fs, plan, batches):
-            for events in _apply(plan.table, program, _join(fs, plan, snap, group, source), group.bucket):
-                files.add(events)
-        out = files.close()
+        out = merge_groups(stmt, staging, plan, program, TaskContext.get().partitionId(), batches)
         if out:
             yield stats_batch(out)
 

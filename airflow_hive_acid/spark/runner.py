@@ -7,6 +7,7 @@ import base64
 import json
 import sys
 import time
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
@@ -22,12 +23,19 @@ from .write import Placement, Statement, write_statement
 
 def run_job(spark: SparkSession, spec: JobSpec) -> Manifest:
     """Execute ``spec``; errors a user can act on come back in the manifest, not as a trace."""
+    return run_guarded(spark, spec, _dispatch)
+
+
+def run_guarded(spark: SparkSession, spec: JobSpec,
+                body: Callable[[SparkSession, JobSpec, Manifest], None]) -> Manifest:
+    """Validate ``spec``'s request and run ``body`` to fill its manifest; an error becomes the
+    manifest's ``error`` (``bad_input`` for what the user must fix), with the job's time."""
     started = time.time()
     manifest = Manifest(job=spec.job, write_id=spec.write_id, statement_id=spec.statement_id,
                         spark_app_id=spark.sparkContext.applicationId)
     try:
         spec.request.validate(spec.table)
-        _dispatch(spark, spec, manifest)
+        body(spark, spec, manifest)
     except (HiveAcidError, ValueError) as exc:
         manifest.ok, manifest.error, manifest.error_type = False, str(exc), type(exc).__name__
         manifest.bad_input = isinstance(exc, ValueError)
@@ -125,9 +133,10 @@ def read(spark: SparkSession, spec: JobSpec, table: Table, r: Read) -> ReadOutpu
     return ReadOutput(count, r.output)
 
 
-def main(job: str) -> None:
-    """Entry point of ``entrypoints/<job>.py``: ``--spec-b64 SPEC``; the manifest goes to the
-    spec's ``manifest_path``; exit status 0 on success, 1 on a failed job."""
+def main(job: str, run: Callable[[SparkSession, JobSpec], Manifest] | None = None) -> None:
+    """Entry point of ``entrypoints/<job>.py``: ``--spec-b64 SPEC``; ``run`` (default
+    :func:`run_job`) makes the manifest, which goes to the spec's ``manifest_path``; exit status
+    0 on success, 1 on a failed job."""
     ap = argparse.ArgumentParser(prog=f"hive-acid {job} job")
     ap.add_argument("--spec-b64", required=True, help="the job spec, JSON in base64")
     args = ap.parse_args()
@@ -138,7 +147,7 @@ def main(job: str) -> None:
     started = time.perf_counter()
     spark = get_session(f"hive-acid {job} {spec.table.name}")
     session_s = time.perf_counter() - started
-    manifest = run_job(spark, spec)
+    manifest = (run or run_job)(spark, spec)
     manifest.stages.insert(0, {"stage": "session", "seconds": round(session_s, 3)})
     manifest.save(spec.manifest_path)
     if not manifest.ok:

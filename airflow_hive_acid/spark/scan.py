@@ -4,12 +4,13 @@ reader never goes through Spark's ORC source (which cannot read the ACID event s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -75,17 +76,20 @@ class ScanPlan:
 
 
 def plan_scan(table: Table, snapshot: SnapshotSpec, partitions: list[str] | None = None,
-              exclude_statement: tuple[int, frozenset[int]] | None = None) -> ScanPlan:
+              exclude_statement: tuple[int, frozenset[int]] | None = None,
+              keep: Callable[[str], bool] | None = None) -> ScanPlan:
     """List the table (or the given partitions) once and pick, per partition, what to read.
 
     ``exclude_statement=(write_id, statement ids)`` hides the directories of the statement being
-    run: anything there is a leftover of an earlier attempt of it and must not be read."""
+    run: anything there is a leftover of an earlier attempt of it and must not be read.
+    ``keep(partition name)`` prunes partitions of that one listing (pushed-down filters)."""
     wl = ValidWriteIdList.parse(snapshot.valid_write_ids)
     txns = ValidTxnList.parse(snapshot.valid_txns)
     fs, root = table.fs_and_root
     listing = afs.list_table(fs, root, table.partition_names, partitions)
     groups: list[BucketGroup] = []
-    for part in sorted(listing.partitions):
+    kept = sorted(p for p in listing.partitions if keep is None or keep(p))
+    for part in kept:
         entries = _without_statement(listing.partitions[part], exclude_statement)
         state = get_acid_state(entries, wl, txns)
         pdir = afs.join(root, part)
@@ -93,7 +97,7 @@ def plan_scan(table: Table, snapshot: SnapshotSpec, partitions: list[str] | None
             groups.extend(insert_only_groups(part, pdir, state))
         else:
             groups.extend(bucket_groups(part, pdir, state, wl))
-    return ScanPlan(table, wl, groups, sorted(listing.partitions))
+    return ScanPlan(table, wl, groups, kept)
 
 
 def _without_statement(entries: list[DirEntry], stmt: tuple[int, frozenset[int]] | None) -> list[DirEntry]:
@@ -182,6 +186,29 @@ def select_partitions(spark: SparkSession, table: Table, snapshot: SnapshotSpec,
     return [r[0] for r in df.filter(predicate).select("__part").collect()]
 
 
+def scan_request(t: Table, columns: list[str] | None, with_row_id: bool
+                 ) -> tuple[ReadRequest, list[pa.Field], bool]:
+    """What a scan task reads of each bucket group (data columns, ROW__ID), the Arrow fields of
+    the batches it returns (:func:`scan_schema`), and whether the first column read is only
+    there to count rows (no data column asked for)."""
+    wanted = None if columns is None else [n for n in columns if n not in t.partition_names]
+    request = ReadRequest(t.columns, wanted, with_row_id)
+    if not request.out_columns and not with_row_id:
+        # Only partition columns (or nothing) asked: read the first column to count rows.
+        request = ReadRequest(t.columns, [t.columns[0].name], False)
+    fields = [pa.field(f.name, _arrow_of(f, t)) for f in scan_schema(t, columns, with_row_id).fields]
+    return request, fields, wanted is not None and not wanted and not with_row_id
+
+
+def read_group(fs: pafs.FileSystem, t: Table, group: BucketGroup, snapshot: ValidWriteIdList,
+               request: ReadRequest, fields: list[pa.Field], drop_first: bool) -> Iterator[pa.RecordBatch]:
+    """One bucket group's rows at ``snapshot`` as Arrow batches of ``fields`` (partition
+    values filled in): what one scan task does, in a ``mapInArrow`` or a data source reader."""
+    consts = partition_values(t, group.partition)
+    for b in read_bucket_group(fs, group, snapshot, request):
+        yield _to_spark_batch(b, consts, fields, drop_first)
+
+
 def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | None,
                    with_row_id: bool, key_filter: tuple[str, pa.Array] | None = None) -> DataFrame:
     t = plan.table
@@ -190,17 +217,12 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
     if key_filter is not None and (wanted is not None and key_filter[0] not in wanted
                                    or key_filter[0] in t.partition_names):
         raise AcidReadError(f"key filter column {key_filter[0]!r} must be a read data column")
-    request = ReadRequest(t.columns, wanted, with_row_id)
-    if not request.out_columns and not with_row_id:
-        # Only partition columns (or nothing) asked: read the first column to count rows.
-        request = ReadRequest(t.columns, [t.columns[0].name], False)
+    request, arrow_fields, drop_first = scan_request(t, columns, with_row_id)
     # The key values travel once per executor as a broadcast, not inside every task's closure.
     keys_bc = spark.sparkContext.broadcast(_ipc(key_filter[1])) if key_filter is not None else None
     key_name = key_filter[0] if key_filter is not None else None
-    arrow_fields = [pa.field(f.name, _arrow_of(f, t)) for f in schema.fields]
     snapshot_text = plan.snapshot.to_string()
     location = t.spec.location
-    drop_first = wanted is not None and not wanted and not with_row_id
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(location)
@@ -210,15 +232,13 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
             req = replace(request, key_filter=(key_name, _key_set(_from_ipc(keys_bc.value))))
         for tasks in batches:
             for raw in tasks.column(0).to_pylist():
-                group = BucketGroup.from_dict(json.loads(raw))
-                consts = partition_values(t, group.partition)
-                for b in read_bucket_group(fs, group, snap, req):
-                    yield _to_spark_batch(b, consts, arrow_fields, drop_first)
+                yield from read_group(fs, t, BucketGroup.from_dict(json.loads(raw)), snap, req, arrow_fields,
+                                      drop_first)
 
     if not plan.groups:
         return spark.createDataFrame([], schema)
     tasks = [(json.dumps(g.to_dict()),) for g in plan.groups]
-    slices = _num_tasks(spark, plan.groups)
+    slices = num_scan_tasks(plan.groups, spark.sparkContext.defaultParallelism)
     task_df = spark.createDataFrame(spark.sparkContext.parallelize(tasks, slices), "task string")
     return task_df.mapInArrow(read, schema)
 
@@ -226,12 +246,12 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
 TARGET_TASK_BYTES = 64 * 1024 * 1024
 
 
-def _num_tasks(spark: SparkSession, groups: list[BucketGroup]) -> int:
+def num_scan_tasks(groups: list[BucketGroup], parallelism: int) -> int:
     """One task per bucket group for large tables; small groups share tasks (a Python task costs
     tens of milliseconds however little it reads), but never fewer tasks than cores."""
     total = sum(f.size for g in groups for f in g.row_files + g.delete_files + g.originals)
     by_size = -(-total // TARGET_TASK_BYTES)
-    return max(1, min(len(groups), max(by_size, spark.sparkContext.defaultParallelism)))
+    return max(1, min(len(groups), max(by_size, parallelism)))
 
 
 def _ipc(values: pa.Array) -> bytes:

@@ -115,14 +115,6 @@ class Statement:
                                                f"{purpose}_{uuid.uuid4().hex[:8]}")
 
 
-def event_schema(table: Table) -> T.StructType:
-    """The columns of the events DataFrame a statement writes."""
-    fields = [T.StructField(c.name, spark_type(c.type), True) for c in table.all_columns]
-    fields += [T.StructField(ROW_ID_COLUMN, ROW_ID_SPARK, True), T.StructField(KIND, T.StringType(), False),
-               T.StructField(ACTION, T.StringType(), False)]
-    return T.StructType(fields)
-
-
 def row_bucket(row_id: SparkColumn) -> SparkColumn:
     """The bucket (writer id) a ROW__ID's bucket property names (BucketCodec V0 or V1)."""
     prop = row_id.getField("bucketId")
@@ -183,8 +175,7 @@ def write_statement(spark: SparkSession, stmt: Statement, events: DataFrame, pla
         with stage("publish"):
             return publish(fs, root, staging, stmt, [r.asDict() for r in rows], overwrite_partitions)
     finally:
-        if afs.exists(fs, staging):
-            fs.delete_dir(staging)
+        afs.remove_dir(fs, staging)
 
 
 def _num_writers(spark: SparkSession, table: Table, df: DataFrame) -> int:

@@ -1,5 +1,5 @@
-"""The entry scripts ``spark-submit`` runs (``<job>.py --spec FILE``), and the Python worker
-daemon module the jobs ask Spark to start (``daemon.py``).
+"""The entry scripts ``spark-submit`` runs (``<job>.py --spec-b64 SPEC``: the job spec as base64
+JSON), and the Python worker daemon module the jobs ask Spark to start (``daemon.py``).
 
 spark-submit puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the driver's and the workers'
 path. Python compiles modules imported from a zip at every start (about 0.6 s for pyspark, once

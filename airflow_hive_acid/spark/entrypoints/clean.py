@@ -1,4 +1,4 @@
-"""spark-submit entry point of the clean job: ``spark-submit clean.py --spec FILE``."""
+"""spark-submit entry point of the clean job: ``spark-submit clean.py --spec-b64 SPEC``."""
 from airflow_hive_acid.spark.entrypoints import use_installed_pyspark
 
 use_installed_pyspark()
