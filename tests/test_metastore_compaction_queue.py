@@ -83,3 +83,26 @@ def test_enqueue_validation(tbl):
         ms.compactions.enqueue("db.p", "ds=../x")
     with pytest.raises(ValueError, match="unknown compaction type"):
         ms.compactions.enqueue("db.t", type="medium")
+
+
+def test_a_compaction_waiting_for_the_cleaner_outlives_the_committed_txn_retention(metastore_url, warehouse):
+    """The housekeeper forgets committed txns after a week, but not a compactor txn whose request
+    still waits for the cleaner: that request would read as 'txn aborted' and be failed."""
+    from airflow_hive_acid.metastore import Metastore
+    now = [1_700_000_000_000]
+    ms = Metastore.initialize(metastore_url, warehouse=str(warehouse), clock=lambda: now[0])
+    try:
+        ms.catalog.create_table("db.t", "id int")
+        r = ms.compactions.enqueue("db.t")
+        ms.compactions.claim("w")
+        txn = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
+        ms.compactions.set_compactor_txn(r.id, txn, 0)
+        ms.compactions.mark_compacted(r.id)
+        ms.txns.commit_txn(txn)
+        now[0] += 8 * 86_400_000
+        report = ms.housekeep()
+        assert report.failed_compactions == [] and ms.compactions.get(r.id).state is CompactionState.READY_FOR_CLEANING
+        ms.compactions.mark_cleaned(r.id)
+        assert ms.housekeep().purged_committed_txns == 1, "once cleaned, the txn is forgotten"
+    finally:
+        ms.close()

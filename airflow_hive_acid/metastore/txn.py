@@ -780,11 +780,15 @@ class TxnManager:
                 txns.c.txn_id.not_in(has_comp))).rowcount
 
     def purge_committed_txns(self, older_than_ms: int) -> int:
-        """Forget committed txns that ended before ``older_than_ms`` and that no write-id row names."""
+        """Forget committed txns that ended before ``older_than_ms`` and that neither a write-id
+        row nor a queued compaction names (a compaction waiting for the cleaner tells by its
+        txn's state that its output committed)."""
         with self.store.write() as conn:
+            compactor_txns = select(compaction_queue.c.cq_txn_id).where(compaction_queue.c.cq_txn_id.is_not(None))
             return conn.execute(delete(txns).where(
                 txns.c.txn_state == TxnState.COMMITTED, txns.c.txn_ended < older_than_ms,
-                txns.c.txn_id.not_in(select(txn_to_write_id.c.t2w_txnid)))).rowcount
+                txns.c.txn_id.not_in(select(txn_to_write_id.c.t2w_txnid)),
+                txns.c.txn_id.not_in(compactor_txns))).rowcount
 
 
 class _Expired(Exception):
