@@ -3,6 +3,7 @@ XCom and Asset event; a retry that must not write again; a task killed mid-job (
 task process killed outright (the housekeeper ends its txn)."""
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from test_airflow_unit import context
 
 from airflow_hive_acid.assets import table_asset
 from airflow_hive_acid.metastore import TxnState
-from airflow_hive_acid.operators import AcidInsertOperator, AcidMergeOperator
+from airflow_hive_acid.operators import AcidInsertOperator, AcidMergeOperator, AcidUpdateOperator
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -38,7 +39,7 @@ def source(tmp_path, name, ids):
     return str(path)
 
 
-def test_insert_commits_emits_event_and_a_retry_does_not_write_again(env, tmp_path):
+def test_insert_commits_emits_event_and_a_retry_does_not_write_again(env, tmp_path, capsys):
     ms = env
     path = source(tmp_path, "a", range(5))
     ctx = context("load", run_id="scheduled__1")
@@ -56,12 +57,30 @@ def test_insert_commits_emits_event_and_a_retry_does_not_write_again(env, tmp_pa
         k: out[k] for k in ("statement_id", "files", "bytes", "snapshot", "partitions", "write_id")}
     assert len(read_rows(ms, "s.t")) == 5                   # not applied twice
 
+    capsys.readouterr()
     merged = AcidMergeOperator(task_id="m", table="s.t", source=source(tmp_path, "b", [3, 4, 5, 6]), on="id",
                                clauses=["WHEN MATCHED THEN UPDATE SET v = 'changed'",
                                         "WHEN NOT MATCHED THEN INSERT *"]).execute(context("m"))
     assert (merged["rows_updated"], merged["rows_inserted"]) == (2, 2)
     rows = {r["id"]: r["v"] for r in read_rows(ms, "s.t")}
     assert rows == {0: "v0", 1: "v1", 2: "v2", 3: "changed", 4: "changed", 5: "v5", 6: "v6"}
+    # the task log: no Spark INFO chatter, a line per stage, the summary table at the end
+    log = capsys.readouterr()
+    lines = (log.out + log.err).splitlines()
+    assert len(lines) < 60, "\n".join(lines)
+    assert not [line for line in lines if " INFO " in line and "hive-acid" not in line], "\n".join(lines)
+    assert any("hive-acid: merge write  6 rows" in line for line in lines), "\n".join(lines)
+    assert any("hive-acid: merge publish" in line for line in lines)
+    header = next(i for i, line in enumerate(lines)
+                  if re.search(r"partition +inserted +updated +deleted +files +bytes +published", line))
+    w, st = merged["write_id"], merged["statement_id"]
+    assert re.search(rf"\(table\) +2 +2 +0 +{merged['files']} +{merged['bytes']:,} ", lines[header + 1])
+    assert f"delta_{w:07d}_{w:07d}_{st:04d}" in lines[header + 1], lines[header + 1]
+
+    # verbose: all of Spark's output
+    AcidUpdateOperator(task_id="u", table="s.t", set="v = 'u'", where="id = 0", verbose=True).execute(context("u"))
+    log = capsys.readouterr()
+    assert "INFO SparkContext: Running Spark version" in log.out + log.err
 
 
 def _wait(pred, timeout=120, what="condition"):

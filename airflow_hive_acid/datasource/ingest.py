@@ -3,20 +3,33 @@ Streaming and appended through ``hive_acid``, one transaction per micro-batch (`
 Its driver opens the metastore only through the data source."""
 from __future__ import annotations
 
+import logging
+import sys
 import time
 
 from pyspark.sql import SparkSession
 
+from ..jobs.joblog import PROGRESS_PREFIX
 from ..jobs.manifest import IngestOutput, Manifest
 from ..jobs.spec import Ingest, JobSpec
 from ..spark.runner import run_guarded
 from ..spark.scan import Table, scan_schema
+from . import stream
 from .source import register
 
 
 def run_ingest(spark: SparkSession, spec: JobSpec) -> Manifest:
-    """Run an :class:`~airflow_hive_acid.jobs.spec.Ingest` request to its end."""
-    return run_guarded(spark, spec, _ingest)
+    """Run an :class:`~airflow_hive_acid.jobs.spec.Ingest` request to its end; each committed
+    micro-batch is a progress line of the job's output."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(f"{PROGRESS_PREFIX}ingest %(message)s"))
+    stream_log = logging.getLogger(stream.__name__)
+    stream_log.addHandler(handler)
+    stream_log.setLevel(logging.INFO)
+    try:
+        return run_guarded(spark, spec, _ingest)
+    finally:
+        stream_log.removeHandler(handler)
 
 
 def _ingest(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:

@@ -11,6 +11,8 @@ import os
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
@@ -20,6 +22,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from ..errors import JobFailed
 from ..jobs import JobSpec, Manifest
+from ..jobs.joblog import QUIET_CONF, OutputFilter
 from ..jobs.launcher import (
     FastJvm,
     application,
@@ -33,20 +36,50 @@ from ..jobs.launcher import (
 LOCAL_MASTER = "local[*]"
 
 
-class _JobSubmit(SparkSubmitHook):
-    """SparkSubmitHook with two changes this provider needs: ``local[*]`` (not YARN) when the
-    connection does not exist, and a kill that reaches the whole process group (spark-submit
-    alone would leave the job's Python driver running)."""
+class _FilteredLog:
+    """Stands in for a hook's logger: INFO messages ``keep`` refuses (Spark's chatter) are not
+    logged; everything else passes."""
 
-    def __init__(self, *, fallback_master: str | None, **kwargs: Any) -> None:
+    def __init__(self, log: Any, keep: Callable[[str], bool]):
+        self._log, self._keep = log, keep
+
+    def info(self, msg: Any, *args: Any, **kwargs: Any) -> None:
+        if self._keep(str(msg) % args if args else str(msg)):
+            self._log.info(msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+
+class _JobSubmit(SparkSubmitHook):
+    """SparkSubmitHook with three changes this provider needs: ``local[*]`` (not YARN) when the
+    connection does not exist, a kill that reaches the whole process group (spark-submit alone
+    would leave the job's Python driver running), and the job's output filtered for the task log
+    (:mod:`~airflow_hive_acid.jobs.joblog`: the stage lines, warnings and errors; all of it when
+    ``show_spark_output``)."""
+
+    def __init__(self, *, fallback_master: str | None, show_spark_output: bool = False, **kwargs: Any) -> None:
         self._fallback_master = fallback_master
         self.output_tail: deque[str] = deque(maxlen=40)
+        self._output = OutputFilter(verbose=show_spark_output)
         super().__init__(**kwargs)
 
+    @contextmanager
+    def _logging_only(self, keep: Callable[[str], bool]) -> Iterator[None]:
+        log = self.log
+        self._log = _FilteredLog(log, keep)
+        try:
+            yield
+        finally:
+            self._log = log
+
     def _resolve_connection(self) -> dict[str, Any]:
-        data = super()._resolve_connection()
-        if self._fallback_master:
-            data["master"] = self._fallback_master
+        if not self._fallback_master:
+            return super()._resolve_connection()
+        # without the connection the provider says it defaults to YARN; the job runs on the fallback
+        with self._logging_only(lambda msg: not msg.startswith("Could not load connection string")):
+            data = super()._resolve_connection()
+        data["master"] = self._fallback_master
         return data
 
     def _process_spark_submit_log(self, itr: Any) -> None:
@@ -54,7 +87,8 @@ class _JobSubmit(SparkSubmitHook):
             for line in lines:
                 self.output_tail.append(line.rstrip("\n"))
                 yield line
-        super()._process_spark_submit_log(remember(itr))
+        with self._logging_only(self._output.keep):
+            super()._process_spark_submit_log(remember(itr))
 
     def on_kill(self) -> None:
         super().on_kill()      # first: its YARN/cluster kill needs spark-submit still running
@@ -70,6 +104,10 @@ class AcidSparkHook(BaseHook):
     The instance is the ``submit`` callable :class:`~airflow_hive_acid.statements.StatementRunner`
     takes; :meth:`kill` stops the running job (used by operators' ``on_kill`` and when the txn's
     heartbeat is refused).
+
+    The task log shows the job's stage lines, warnings and errors; ``verbose=True`` (or the
+    connection extra ``"verbose": true``) shows Spark's INFO output too and spark-submit's own
+    ``--verbose``.
     """
 
     conn_name_attr = "conn_id"
@@ -115,11 +153,14 @@ class AcidSparkHook(BaseHook):
         env = {"SPARK_HOME": spark_home(), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
         jvm = FastJvm(self._deploy_mode)
-        app = application(spec, self._master, jvm.conf({**env_conf(), **self.conf}), self._deploy_mode)
+        verbose = self.show_spark_output
+        conf = {**({} if verbose else QUIET_CONF), **env_conf(), **self.conf}
+        app = application(spec, self._master, jvm.conf(conf), self._deploy_mode)
         submit = _JobSubmit(
-            fallback_master=self.fallback_master, conn_id=self.conn_id, conf=app.conf, java_class=app.java_class,
-            name=f"hive-acid-{spec.job}", application_args=app.args, env_vars=env, spark_binary=spark_submit_binary(),
-            verbose=self.verbose, **{k: v for k, v in self.resources.items() if v is not None})
+            fallback_master=self.fallback_master, show_spark_output=verbose, conn_id=self.conn_id, conf=app.conf,
+            java_class=app.java_class, name=f"hive-acid-{spec.job}", application_args=app.args, env_vars=env,
+            spark_binary=spark_submit_binary(), verbose=verbose,
+            **{k: v for k, v in self.resources.items() if v is not None})
         with self._lock:
             self._current = submit
         rc = 0
@@ -143,6 +184,13 @@ class AcidSparkHook(BaseHook):
             current = self._current
         if current is not None:
             current.on_kill()
+
+    @cached_property
+    def show_spark_output(self) -> bool:
+        """All of Spark's output in the task log: ``verbose`` or the connection's ``verbose`` extra."""
+        if self.verbose or self.fallback_master is not None:
+            return self.verbose
+        return str(self.get_connection(self.conn_id).extra_dejson.get("verbose", "")).lower() in ("true", "1", "yes")
 
     @cached_property
     def _deploy_mode(self) -> str | None:

@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from ..acid import fs as afs
 from ..errors import JobFailed
+from .joblog import QUIET_CONF, OutputFilter
 from .manifest import Manifest
 from .spec import JobSpec
 
@@ -233,20 +234,27 @@ def kill_process_group(proc: subprocess.Popen | None) -> None:
 
 class LocalSubmitter:
     """Runs jobs with the local spark-submit (``local[*]`` unless told otherwise); used by the
-    CLI and by tests. The Airflow hook submits through ``SparkSubmitHook`` instead."""
+    CLI and by tests. The Airflow hook submits through ``SparkSubmitHook`` instead.
+
+    ``log`` gets the job's stage lines, warnings and errors; with ``verbose`` all of Spark's
+    output (:mod:`~airflow_hive_acid.jobs.joblog`)."""
 
     def __init__(self, master: str | None = None, conf: dict[str, str] | None = None,
-                 log: Callable[[str], None] | None = None, deploy_mode: str | None = None):
+                 log: Callable[[str], None] | None = None, deploy_mode: str | None = None,
+                 verbose: bool = False):
         self.master = master or os.environ.get("HIVE_ACID_SPARK_MASTER", "local[*]")
         self.conf = conf or {}
         self.deploy_mode = deploy_mode
+        self.verbose = verbose
         self.log = log or (lambda line: print(line, file=sys.stderr))
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
     def __call__(self, spec: JobSpec) -> Manifest:
         jvm = FastJvm(self.deploy_mode)
-        cmd = submit_command(spec, self.master, jvm.conf({**env_conf(), **self.conf}), self.deploy_mode)
+        conf = {**({} if self.verbose else QUIET_CONF), **env_conf(), **self.conf}
+        cmd = submit_command(spec, self.master, jvm.conf(conf), self.deploy_mode)
+        output = OutputFilter(self.verbose)
         tail: deque[str] = deque(maxlen=40)
         with self._lock:
             self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -256,7 +264,8 @@ class LocalSubmitter:
         for line in proc.stdout:
             line = line.rstrip("\n")
             tail.append(line)
-            self.log(line)
+            if output.keep(line):
+                self.log(line)
         rc = proc.wait()
         with self._lock:
             self._proc = None

@@ -4,6 +4,7 @@ filesystem; read by the client, which records the writes and commits."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 from ..acid import fs as afs
 from ..acid.stats import WriteCounts
 from ..errors import JobFailed
+from .joblog import print_progress
 
 
 @dataclass
@@ -96,17 +98,20 @@ class Manifest:
     seconds: float = 0.0
     partitions: list[PartitionStats] = field(default_factory=list)
     output: ReadOutput | CompactOutput | CleanOutput | IngestOutput | None = None
-    stages: list[dict[str, Any]] = field(default_factory=list)   # {"stage", "seconds"}: where the time went
+    stages: list[dict[str, Any]] = field(default_factory=list)   # {"stage", "seconds"[, "rows"]}: where the time went
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        """Time one stage of the job (planning, the Spark job that writes, publishing)."""
-        import time
+    def stage(self, name: str) -> Iterator[dict[str, Any]]:
+        """Time one stage of the job (planning, the Spark job that writes, publishing) and print
+        its progress line when it ends; the body may set ``rows`` on the record it is given."""
         started = time.perf_counter()
+        record: dict[str, Any] = {"stage": name}
         try:
-            yield
+            yield record
         finally:
-            self.stages.append({"stage": name, "seconds": round(time.perf_counter() - started, 3)})
+            record["seconds"] = round(time.perf_counter() - started, 3)
+            self.stages.append(record)
+            print_progress(self.job, name, record["seconds"], record.get("rows"))
 
     @property
     def totals(self) -> WriteCounts:

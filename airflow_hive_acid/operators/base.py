@@ -65,18 +65,21 @@ def parse_txn_id(value: Any, what: str = "txn_id") -> int | None:
 
 class AcidBaseOperator(BaseOperator):
     """Base of the hive-acid operators: ``hive_acid_conn_id`` names the metastore connection,
-    ``spark_conn_id`` the Spark one (``spark_default``; ``local[*]`` if it does not exist)."""
+    ``spark_conn_id`` the Spark one (``spark_default``; ``local[*]`` if it does not exist).
+    ``verbose`` puts all of Spark's output in the task log, not only the job's stage lines,
+    warnings and errors."""
 
     ui_color = "#e8f4e8"
 
     def __init__(self, *, hive_acid_conn_id: str = AcidMetastoreHook.default_conn_name,
                  spark_conn_id: str = AcidSparkHook.default_conn_name, spark_conf: dict[str, Any] | None = None,
-                 lock_wait: float | None = None, **kwargs: Any) -> None:
+                 lock_wait: float | None = None, verbose: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.hive_acid_conn_id = hive_acid_conn_id
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf or {}
         self.lock_wait = lock_wait
+        self.verbose = verbose
 
     @cached_property
     def metastore_hook(self) -> AcidMetastoreHook:
@@ -84,7 +87,7 @@ class AcidBaseOperator(BaseOperator):
 
     @cached_property
     def spark_hook(self) -> AcidSparkHook:
-        return AcidSparkHook(conn_id=self.spark_conn_id, conf=self.spark_conf)
+        return AcidSparkHook(conn_id=self.spark_conn_id, conf=self.spark_conf, verbose=self.verbose)
 
 
 def is_templated(value: str | Sequence[str] | None) -> bool:

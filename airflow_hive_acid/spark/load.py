@@ -27,7 +27,17 @@ from ..jobs.manifest import PartitionStats
 from ..jobs.spec import SourceSpec
 from .dml import DmlError, check_source_files, source_columns
 from .scan import Table
-from .write import _STATS_SCHEMA, Placement, Stage, Statement, TaskFiles, _no_stage, publish, stats_batch
+from .write import (
+    _STATS_SCHEMA,
+    Placement,
+    Stage,
+    Statement,
+    TaskFiles,
+    _no_stage,
+    publish,
+    stats_batch,
+    written_rows,
+)
 
 TARGET_TASK_BYTES = 256 * 1024 * 1024
 
@@ -135,12 +145,13 @@ def run_load(spark: SparkSession, stmt: Statement, splits: list[Split], static: 
     staging = stmt.staging()
     try:
         rows: list[dict] = []
-        with stage("write"):
+        with stage("write") as progress:
             if tasks:
                 payload = [(json.dumps([asdict(s) for s in t]),) for t in tasks]
                 task_df = spark.createDataFrame(spark.sparkContext.parallelize(payload, len(payload)), "task string")
                 out = task_df.mapInArrow(_load_task(stmt, staging, plan), _STATS_SCHEMA).collect()
                 rows = [r.asDict() for r in out]
+            progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows, overwrite_partitions)
     finally:

@@ -62,6 +62,7 @@ from .write import (
     publish,
     stats_batch,
     write_statement,
+    written_rows,
 )
 
 MAX_SOURCE_FILE_BYTES = 256 * 1024 * 1024
@@ -230,10 +231,11 @@ def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program
     staging = stmt.staging()
     try:
         rows: list[dict] = []
-        with stage("write"):
+        with stage("write") as progress:
             if plan.tasks:
                 out = plan.task_frame(spark).mapInArrow(_merge_task(stmt, staging, plan, program), _STATS_SCHEMA)
                 rows = [r.asDict() for r in out.collect()]
+            progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows)
     finally:

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from ..acid import fs as afs
 from ..acid.partitions import parse_spec_text
 from ..errors import HiveAcidError
+from ..jobs.joblog import print_progress
 from ..jobs.manifest import Manifest, ReadOutput
 from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
 from . import compact, dml, load, merge
@@ -60,13 +61,18 @@ def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
     table = Table(spec.table)
     r = spec.request
     if isinstance(r, Read):
-        manifest.output = read(spark, spec, table, r)
+        with manifest.stage("scan") as progress:
+            manifest.output = read(spark, spec, table, r)
+            progress["rows"] = manifest.output.rows
         return
     if isinstance(r, Compact):
-        manifest.partitions, manifest.output = compact.run_compaction(spark, spec, r)
+        with manifest.stage("compact") as progress:
+            manifest.partitions, manifest.output = compact.run_compaction(spark, spec, r)
+            progress["rows"] = manifest.output.rows
         return
     if isinstance(r, Clean):
-        manifest.output = compact.run_clean(spark, spec, r)
+        with manifest.stage("clean"):
+            manifest.output = compact.run_clean(spark, spec, r)
         return
     exclude = (spec.write_id, frozenset(spec.writer_statement_ids))
     overwrite = isinstance(r, Insert) and r.overwrite
@@ -147,6 +153,7 @@ def main(job: str, run: Callable[[SparkSession, JobSpec], Manifest] | None = Non
     started = time.perf_counter()
     spark = get_session(f"hive-acid {job} {spec.table.name}")
     session_s = time.perf_counter() - started
+    print_progress(job, "session", session_s)
     manifest = (run or run_job)(spark, spec)
     manifest.stages.insert(0, {"stage": "session", "seconds": round(session_s, 3)})
     manifest.save(spec.manifest_path)

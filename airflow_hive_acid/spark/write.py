@@ -69,7 +69,12 @@ Stage = Callable[[str], AbstractContextManager]
 
 
 def _no_stage(_name: str) -> AbstractContextManager:
-    return nullcontext()
+    return nullcontext({})
+
+
+def written_rows(stats: list[dict]) -> int:
+    """Rows a statement's writer tasks wrote (inserts, updates and delete events)."""
+    return sum(r["rows"] for r in stats)
 
 
 class WriteError(Exception):
@@ -170,10 +175,11 @@ def write_statement(spark: SparkSession, stmt: Statement, events: DataFrame, pla
         if events.rdd.getNumPartitions() > writers:
             events = events.coalesce(writers)
     try:
-        with stage("write"):
-            rows = events.mapInArrow(_writer(stmt, staging, placement), _STATS_SCHEMA).collect()
+        with stage("write") as progress:
+            rows = [r.asDict() for r in events.mapInArrow(_writer(stmt, staging, placement), _STATS_SCHEMA).collect()]
+            progress["rows"] = written_rows(rows)
         with stage("publish"):
-            return publish(fs, root, staging, stmt, [r.asDict() for r in rows], overwrite_partitions)
+            return publish(fs, root, staging, stmt, rows, overwrite_partitions)
     finally:
         afs.remove_dir(fs, staging)
 
