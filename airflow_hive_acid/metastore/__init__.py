@@ -17,6 +17,7 @@ from .errors import (
     TxnTimedOutError,
     WriteConflictError,
 )
+from .metrics import AcidMetrics, TableMetrics
 from .models import (
     NO_PARTITION,
     CompactionInfo,
@@ -38,7 +39,8 @@ from .models import (
 from .store import HousekeepingReport, Metastore
 
 __all__ = [
-    "Metastore", "HousekeepingReport", "MetastoreError", "AlreadyExistsError", "CompactionError",
+    "Metastore", "HousekeepingReport", "AcidMetrics", "TableMetrics",
+    "MetastoreError", "AlreadyExistsError", "CompactionError",
     "InvalidInputError", "LockTimeoutError", "NoSuchObjectError", "NotInitializedError", "TableNotFoundError",
     "TooManyOpenTxnsError", "TxnAbortedError", "TxnError", "TxnTimedOutError", "WriteConflictError",
     "NO_PARTITION", "CompactionInfo", "CompactionState", "CompactionType", "LockComponent", "LockInfo",

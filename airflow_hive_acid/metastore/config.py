@@ -26,6 +26,13 @@ class MetastoreConfig:
     aborted_txn_time_threshold: float = 43200.0  # hive.compactor.aborted.txn.time.threshold (s)
     failed_compacts_threshold: int = 2     # metastore.compactor.initiator.failed.compacts.threshold
     failed_retry_time: float = 7 * 86400.0  # hive.compactor.initiator.failed.retry.time (s)
+    # when the ACID metrics warn (metastore/metrics.py)
+    deltametrics_delta_num_threshold: int = 100        # metastore.deltametrics.delta.num.threshold
+    deltametrics_obsolete_delta_num_threshold: int = 100  # metastore.deltametrics.obsolete.delta.num.threshold
+    deltametrics_delta_pct_threshold: float = 0.01     # metastore.deltametrics.delta.pct.threshold
+    oldest_initiated_warning: float = 3600.0  # metastore.compactor.oldest.initiated.compaction.time.threshold.warning
+    oldest_aborted_warning: float = 86400.0   # metastore.compactor.oldest.uncleaned.aborted.txn.time.threshold.warning
+    long_running_initiator_warning: float = 21600.0  # metastore.compactor.long.running.initiator.threshold.warning
 
     KEYS = {
         "warehouse": "hive.metastore.warehouse.dir",
@@ -40,6 +47,12 @@ class MetastoreConfig:
         "aborted_txn_time_threshold": "hive.compactor.aborted.txn.time.threshold",
         "failed_compacts_threshold": "metastore.compactor.initiator.failed.compacts.threshold",
         "failed_retry_time": "hive.compactor.initiator.failed.retry.time",
+        "deltametrics_delta_num_threshold": "metastore.deltametrics.delta.num.threshold",
+        "deltametrics_obsolete_delta_num_threshold": "metastore.deltametrics.obsolete.delta.num.threshold",
+        "deltametrics_delta_pct_threshold": "metastore.deltametrics.delta.pct.threshold",
+        "oldest_initiated_warning": "metastore.compactor.oldest.initiated.compaction.time.threshold.warning",
+        "oldest_aborted_warning": "metastore.compactor.oldest.uncleaned.aborted.txn.time.threshold.warning",
+        "long_running_initiator_warning": "metastore.compactor.long.running.initiator.threshold.warning",
     }
 
     @classmethod

@@ -53,6 +53,9 @@ class EntityStats:
     delta_bytes: int = 0
     aborted_txns: int = 0
     oldest_aborted_ms: int | None = None
+    delete_deltas: int = 0    # of ``deltas``, the delete_delta directories
+    base_rows: int = 0
+    delta_rows: int = 0       # rows inserted, updated and deleted above the base
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -93,12 +96,24 @@ def _no_auto_compaction(info: TableInfo) -> bool:
                for k, v in info.properties.items())
 
 
-def _dirs_of(row: dict) -> int:
-    """Delta directories one recorded write made (a statement writes at most a delta and a
-    delete delta per partition)."""
+def delta_dirs(row: dict) -> tuple[int, int]:
+    """The delta and delete delta directories one recorded write made (a statement writes at
+    most one of each per partition)."""
     ins = 1 if (row["delta_files"] or row["delta_bytes"] or row["rows_inserted"]) else 0
     dels = 1 if (row["delete_delta_files"] or row["delete_delta_bytes"]) else 0
-    return ins + dels
+    return ins, dels
+
+
+def _rows_of(row: dict) -> int:
+    return row["rows_inserted"] + row["rows_updated"] + row["rows_deleted"]
+
+
+def is_base(row: dict) -> bool:
+    """A recorded write that made a base: an INSERT OVERWRITE (``base_files``) or a major
+    compaction (a ``c`` stat with no delta output)."""
+    if row["ws_operation_type"] is Operation.COMPACT:
+        return not (row["delta_files"] or row["delete_delta_files"] or row["delta_bytes"])
+    return row["base_files"] > 0
 
 
 def entity_stats(rows: list[dict]) -> EntityStats:
@@ -110,23 +125,22 @@ def entity_stats(rows: list[dict]) -> EntityStats:
     st = EntityStats()
     rows = sorted(rows, key=lambda r: (r["ws_writeid"], r["ws_operation_type"] is Operation.COMPACT))
     for r in rows:
-        is_c = r["ws_operation_type"] is Operation.COMPACT
-        is_minor = is_c and (r["delta_files"] or r["delete_delta_files"] or r["delta_bytes"])
-        is_base = (is_c and not is_minor) or (not is_c and r["base_files"] > 0)
-        if is_base and r["ws_writeid"] >= st.base_write_id:
-            st.base_write_id, st.base_bytes = r["ws_writeid"], r["base_bytes"]
+        if is_base(r) and r["ws_writeid"] >= st.base_write_id:
+            st.base_write_id, st.base_bytes, st.base_rows = r["ws_writeid"], r["base_bytes"], r["rows_inserted"]
     minor_at = st.base_write_id
-    minor_dirs = minor_bytes = 0
+    above: list[dict] = []          # what is read on top of the base: the newest minor's output, then deltas
     for r in rows:
-        if r["ws_operation_type"] is Operation.COMPACT and r["ws_writeid"] > st.base_write_id and (
-                r["delta_files"] or r["delete_delta_files"] or r["delta_bytes"]) and r["ws_writeid"] >= minor_at:
-            minor_at = r["ws_writeid"]
-            minor_dirs, minor_bytes = _dirs_of(r), r["delta_bytes"] + r["delete_delta_bytes"]
-    st.deltas, st.delta_bytes = minor_dirs, minor_bytes
-    for r in rows:
-        if r["ws_operation_type"] is not Operation.COMPACT and r["ws_writeid"] > minor_at and not r["base_files"]:
-            st.deltas += _dirs_of(r)
-            st.delta_bytes += r["delta_bytes"] + r["delete_delta_bytes"]
+        if r["ws_operation_type"] is Operation.COMPACT and not is_base(r) and r["ws_writeid"] > st.base_write_id \
+                and r["ws_writeid"] >= minor_at:
+            minor_at, above = r["ws_writeid"], [r]
+    above += [r for r in rows if r["ws_operation_type"] is not Operation.COMPACT and r["ws_writeid"] > minor_at
+              and not r["base_files"]]
+    for r in above:
+        ins, dels = delta_dirs(r)
+        st.deltas += ins + dels
+        st.delete_deltas += dels
+        st.delta_bytes += r["delta_bytes"] + r["delete_delta_bytes"]
+        st.delta_rows += _rows_of(r)
     return st
 
 

@@ -13,6 +13,7 @@ from .db import Store, now_ms
 from .errors import InvalidInputError, NotInitializedError
 from .initiator import Initiator
 from .locks import LockManager
+from .metrics import AcidMetrics, collect_metrics
 from .schema import SCHEMA_VERSION, metadata, next_compaction_queue_id, next_lock_id, next_txn_id
 from .schema import config as config_t
 from .txn import TxnManager
@@ -108,6 +109,10 @@ class Metastore:
         purged_batches = self.txns.purge_stream_batches(self.store.clock() - int(committed_txn_retention_s * 1000))
         return HousekeepingReport(timed_out, purged_rows, purged_aborted, purged_committed, purged_hist, requeued,
                                   failed, purged_batches)
+
+    def metrics(self) -> AcidMetrics:
+        """Hive's ACID metrics, from the records (:mod:`~airflow_hive_acid.metastore.metrics`)."""
+        return collect_metrics(self)
 
     def close(self) -> None:
         self.store.dispose()
