@@ -76,5 +76,6 @@ def get_provider_info() -> dict:
         "asset-uris": [{
             "schemes": ["hive-acid"],
             "handler": "airflow_hive_acid.assets.sanitize_uri",
+            "to_openlineage_converter": "airflow_hive_acid.assets.convert_asset_to_openlineage",
         }],
     }

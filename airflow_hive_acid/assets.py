@@ -1,12 +1,14 @@
 """Airflow Assets for Hive ACID tables: ``hive-acid://<db>/<table>[/<col>=<val>[/...]]``.
 
 ``sanitize_uri`` is the ``asset-uris`` handler Airflow calls for the scheme (it normalizes case
-and rejects malformed names); ``table_asset`` builds the Asset the DML operators emit events on.
+and rejects malformed names); ``convert_asset_to_openlineage`` its OpenLineage converter (the
+dataset the operators' lineage names, :mod:`airflow_hive_acid.lineage`); ``table_asset`` builds
+the Asset the DML operators emit events on.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, unquote
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from .acid.partitions import make_part_name, parse_part_name
 from .metastore.catalog import split_name
@@ -41,6 +43,23 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     db, table, partition = _normalized_parts(uri.netloc, uri.path)
     path = f"/{table}" + (f"/{partition}" if partition else "")
     return uri._replace(scheme=SCHEME, netloc=db, path=path)
+
+
+def dataset_id(uri: str) -> tuple[str, str]:
+    """OpenLineage's (namespace, name) of a URI: ``scheme://authority`` and the path, as the
+    object-store providers convert theirs; a local path is in the ``file`` namespace."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("", "file"):
+        return "file", parts.path or uri
+    return f"{parts.scheme}://{parts.netloc}", parts.path.lstrip("/") or "/"
+
+
+def convert_asset_to_openlineage(asset: Any, lineage_context: Any = None) -> Any:
+    """The ``to_openlineage_converter`` of the ``hive-acid`` scheme: ``hive-acid://db/table`` is
+    the dataset ``namespace="hive-acid://db", name="table"``."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+    namespace, name = dataset_id(asset.uri)
+    return Dataset(namespace=namespace, name=name)
 
 
 def table_asset_uri(table: str, partition: str | None = None) -> str:

@@ -250,13 +250,43 @@ def cmd_housekeeper(args: argparse.Namespace) -> None:
     emit(args, report.to_dict())
 
 
+METRICS_TABLE_COLUMNS = [("Table", "table"), ("Partitions", "partitions"), ("ActiveDeltas", "active_deltas"),
+                         ("DeleteDeltas", "active_delete_deltas"), ("SmallDeltas", "small_deltas"),
+                         ("ObsoleteDeltas", "obsolete_deltas"), ("BaseRows", "base_rows"),
+                         ("DeltaRows", "delta_rows"), ("DeltaPct", "delta_pct")]
+
+
+def cmd_metrics(args: argparse.Namespace) -> None:
+    """Hive's ACID metrics from the metastore's records; warnings go to stderr."""
+    m = _ms(args).metrics()
+    for warning in m.warnings:
+        print(f"hive-acid: warning: {warning}", file=sys.stderr)
+    if args.prometheus:
+        sys.stdout.write(m.to_prometheus())
+        return
+
+    def human() -> None:
+        for name, value in m.gauges().items():
+            if not name.startswith("table."):
+                print(f"{name}\t{value:g}")
+        print()
+        print_table([t.to_dict() for t in m.tables], METRICS_TABLE_COLUMNS)
+
+    emit(args, m.to_dict(), human)
+
+
 # -- compaction (initiator, worker, cleaner; Spark jobs for the files) -------------------------------
 def _compactor(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .compactor import Compactor
+    return Compactor(_ms(args), _submitter(args))
+
+
+def _submitter(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """spark-submit on this machine; the terminal gets the job's stage lines, warnings and errors
+    as they come (all of Spark's output with ``--verbose``)."""
     from .jobs import LocalSubmitter
-    log = (lambda line: print(line, file=sys.stderr)) if getattr(args, "verbose", False) else (lambda line: None)
-    return Compactor(_ms(args), LocalSubmitter(master=getattr(args, "master", None), log=log,
-                                               deploy_mode=getattr(args, "deploy_mode", None)))
+    return LocalSubmitter(master=getattr(args, "master", None), log=lambda line: print(line, file=sys.stderr),
+                          deploy_mode=getattr(args, "deploy_mode", None), verbose=getattr(args, "verbose", False))
 
 
 def cmd_compact(args: argparse.Namespace) -> None:
@@ -322,11 +352,8 @@ def cmd_cleaner(args: argparse.Namespace) -> None:
 
 # -- data commands (each runs a Spark job in its own transaction) ----------------------------------
 def _runner(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .jobs import LocalSubmitter
     from .statements import StatementRunner
-    log = (lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None)
-    return StatementRunner(_ms(args), LocalSubmitter(master=args.master, log=log, deploy_mode=args.deploy_mode),
-                           agent_info="hive-acid cli")
+    return StatementRunner(_ms(args), _submitter(args), agent_info="hive-acid cli")
 
 
 def _source(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -340,7 +367,10 @@ def _source(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _report(args: argparse.Namespace, result) -> None:  # type: ignore[no-untyped-def]
+    from .jobs.joblog import summary_table
     d = result.to_dict()
+    for line in summary_table(result.manifest.partitions):
+        print(line, file=sys.stderr)
     emit(args, d, lambda: print(
         f"{args.command.upper()} {d['table']}: {d['rows_inserted']} inserted, {d['rows_updated']} updated, "
         f"{d['rows_deleted']} deleted in {len(d['partitions'])} partition(s); write id {d['write_id']}, "
@@ -583,6 +613,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(sub, "housekeeper", help="abort timed-out txns, purge old bookkeeping, requeue dead compactions")
     s.set_defaults(fn=cmd_housekeeper)
 
+    s = _command(sub, "metrics", help="ACID metrics (open/aborted txns, compaction queue, deltas per table)")
+    s.add_argument("--prometheus", action="store_true", help="Prometheus text exposition format")
+    s.set_defaults(fn=cmd_metrics)
+
     _data_parsers(sub)
     _compaction_parsers(sub)
     return p
@@ -593,7 +627,8 @@ def _spark_opts(s: argparse.ArgumentParser) -> None:
     s.add_argument("--master", help="Spark master (default $HIVE_ACID_SPARK_MASTER or local[*])")
     s.add_argument("--deploy-mode", choices=["client", "cluster"],
                    help="where the Spark driver runs (spark-submit's --deploy-mode; default client)")
-    s.add_argument("--verbose", action="store_true", help="show the Spark job's output")
+    s.add_argument("--verbose", action="store_true",
+                   help="show all of the Spark job's output (default: its stage lines, warnings and errors)")
 
 
 def _compaction_parsers(sub: Any) -> None:

@@ -123,6 +123,7 @@ class StatementRunner:
         self.lock_wait = lock_wait
         self.heartbeat_interval = heartbeat_interval
         self.own_txn: int | None = None   # the txn this runner opened and has not ended yet
+        self.last_read: dict[str, Any] | None = None   # txn and snapshot of the last read, for lineage
         self.on_lost = on_lost if on_lost is not None else (lambda _reason: submit.kill())
 
     # -- writes -----------------------------------------------------------------------------
@@ -202,6 +203,7 @@ class StatementRunner:
             wl = snap.valid_write_ids
             if at_write_id is not None:
                 wl = wl.as_of(at_write_id)
+            self.last_read = {"txn_id": txn_id, "valid_write_ids": wl.to_string()}
             spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()),
                            request=request, txn_id=txn_id)
             manifest = self._run(spec, txn_id)

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from airflow_hive_acid import get_provider_info
-from airflow_hive_acid.assets import sanitize_uri, table_asset, table_asset_uri
+from airflow_hive_acid.assets import convert_asset_to_openlineage, sanitize_uri, table_asset, table_asset_uri
 from airflow_hive_acid.heartbeat import HeartbeatLost
 from airflow_hive_acid.hooks import AcidMetastoreHook, AcidSparkHook
 from airflow_hive_acid.metastore import TxnState
@@ -64,6 +64,7 @@ def test_airflow_providers_manager_loads_everything(tmp_path, monkeypatch):
     runtime = ProvidersManagerTaskRuntime()
     assert runtime.hooks["hive_acid"].hook_class_name.endswith("AcidMetastoreHook")
     assert runtime.asset_uri_handlers["hive-acid"] is sanitize_uri
+    assert runtime.asset_to_openlineage_converters["hive-acid"] is convert_asset_to_openlineage
 
 
 # -- assets ----------------------------------------------------------------------------------
@@ -263,3 +264,19 @@ def test_sensor_pokes_and_fails_at_once_on_failed(env_ms):
         resumed.execute_complete(context("s3"), {"status": "timeout", "message": "late"})
     with pytest.raises(AirflowFailException):
         resumed.execute_complete(context("s3"), {"status": "failed", "message": "x"})
+
+
+# -- lineage ---------------------------------------------------------------------------------
+def test_a_failed_statement_reports_the_datasets_it_meant_to_touch(env_ms):
+    from airflow.sdk.exceptions import AirflowFailException
+    op = AcidMergeOperator(task_id="m", table="db.nosuch", source="/landing/changes.parquet", on="id",
+                           clauses=["WHEN NOT MATCHED THEN INSERT *"])
+    with pytest.raises(AirflowFailException, match="nosuch"):
+        op.execute(context("m"))
+    lineage = op.get_openlineage_facets_on_failure(None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", "/landing/changes.parquet"),
+                                                              ("hive-acid://db", "nosuch")]
+    assert [(d.namespace, d.name) for d in lineage.outputs] == [("hive-acid://db", "nosuch")]
+    assert lineage.run_facets["hiveAcid"].committed is False and lineage.run_facets["hiveAcid"].operation == "merge"
+    assert convert_asset_to_openlineage(table_asset("db.nosuch")).namespace == "hive-acid://db"
+

@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO
 from tablerows import read_rows
+
+from airflow_hive_acid.assets import convert_asset_to_openlineage, table_asset
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -24,6 +27,10 @@ def airflow(tmp_path_factory):
     env = {**os.environ, "AIRFLOW_HOME": str(root / "airflow"), "HIVE_ACID_HOME": str(root / "hive-acid"),
            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+           # OpenLineage's file transport: every event of every run, one JSON document per line
+           "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True,
+                                                          "log_file_path": str(root / "openlineage.jsonl")}),
+           "AIRFLOW__OPENLINEAGE__NAMESPACE": "hive-acid-examples",
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     for k in ("HIVE_ACID_METASTORE", "HIVE_ACID_DEMO_DATA", "HIVE_ACID_WAREHOUSE"):
         env.pop(k, None)
@@ -52,14 +59,42 @@ def airflow(tmp_path_factory):
                               "WHERE a.uri = ? ORDER BY e.id", (uri,)).fetchall()
         return [json.loads(r[0]) if isinstance(r[0], str) else r[0] for r in rows]
 
+    def lineage(dag_id: str) -> dict[str, list[dict]]:
+        """The OpenLineage events of a DAG's tasks, by task id, in the order they were emitted."""
+        path = root / "openlineage.jsonl"
+        out: dict[str, list[dict]] = {}
+        for line in path.read_text().splitlines() if path.exists() else []:
+            event = json.loads(line)
+            name = event.get("job", {}).get("name", "")
+            if name.startswith(f"{dag_id}."):
+                out.setdefault(name[len(dag_id) + 1:], []).append(event)
+        return out
+
     run.metastore = metastore
     run.asset_events = asset_events
+    run.lineage = lineage
     run.data = root / "hive-acid" / "incoming"
     return run
 
 
+SUMMARY_HEADER = re.compile(r"partition +inserted +updated +deleted +files +bytes +published")
+
+
+def task_log(output: str, task_id: str) -> list[str]:
+    """A task's log lines as ``airflow dags test`` prints them, from its start to its end."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if f"[DAG TEST] starting task_id={task_id} " in line)
+    end = next(i for i, line in enumerate(lines) if f"[DAG TEST] end task task_id={task_id} " in line)
+    return lines[start:end + 1]
+
+
 def test_quickstart(airflow):
-    airflow("hive_acid_quickstart", "2026-01-01")
+    proc = airflow("hive_acid_quickstart", "2026-01-01")
+    for task in ("load", "merge_changes", "delete_negative_balances"):
+        log = task_log(proc.stdout + proc.stderr, task)
+        assert len(log) < 60, f"{task}: {len(log)} lines\n" + "\n".join(log)
+        assert any("hive-acid: " in line and " write " in line for line in log), "a line per stage"
+        assert any(SUMMARY_HEADER.search(line) for line in log), "the summary table"
     ms = airflow.metastore()
     rows = sorted(read_rows(ms, "demo.customers"), key=lambda r: r["id"])
     assert [r["id"] for r in rows] == [1, 2, 3, 4, 6, 7, 10, 11, 12, 13]     # 8, 9 merged away, 5 deleted
@@ -69,6 +104,37 @@ def test_quickstart(airflow):
     assert (c.type.name, c.state.label) == ("MAJOR", "succeeded")
     table_dir = Path(ms.catalog.get_table("demo.customers").location)
     assert [p.name for p in table_dir.iterdir() if not p.name.startswith((".", "_"))] == [f"base_{c.highest_write_id:07d}_v{c.txn_id:07d}"]
+
+    # lineage, as OpenLineage's file transport received it
+    events = airflow.lineage("hive_acid_quickstart")
+    done = {task: next(e for e in evs if e["eventType"] == "COMPLETE") for task, evs in events.items()
+            if any(e["eventType"] == "COMPLETE" for e in evs)}
+    assert {"load", "merge_changes", "delete_negative_balances", "compact", "show_table"} <= set(done)
+    table = ("hive-acid://demo", "customers")
+    assert (convert_asset_to_openlineage(table_asset("demo.customers")).namespace,
+            convert_asset_to_openlineage(table_asset("demo.customers")).name) == table, "the Asset's identity"
+    merge = done["merge_changes"]
+    [out] = [o for o in merge["outputs"] if (o["namespace"], o["name"]) == table]
+    assert [f["name"] for f in out["facets"]["schema"]["fields"]] == [
+        c.name for c in ms.catalog.get_table("demo.customers").columns]
+    run = merge["run"]["facets"]["hiveAcid"]
+    writes = ms.txns.writes_of(run["txnId"])
+    assert run["committed"] is True and run["operation"] == "merge"
+    assert run["writeId"] == writes[0].write_id and run["validWriteIds"].startswith("demo.customers:")
+    acid = out["outputFacets"]["hiveAcidWrite"]
+    assert (acid["rowsInserted"], acid["rowsUpdated"], acid["rowsDeleted"]) == (
+        sum(w.rows_inserted for w in writes), sum(w.rows_updated for w in writes), sum(w.rows_deleted for w in writes))
+    assert out["outputFacets"]["outputStatistics"]["size"] == sum(
+        w.delta_bytes + w.delete_delta_bytes + w.base_bytes for w in writes) > 0
+    assert {(i["namespace"], i["name"]) for i in merge["inputs"]} >= {table}, "MERGE reads its target"
+    assert any(i["namespace"] == "file" for i in merge["inputs"]), "and its source file"
+    assert done["compact"]["run"]["facets"]["hiveAcid"]["compactionId"] == c.id
+    facets = json.loads((REPO / "docs" / "lineage-facets.json").read_text())["$defs"]   # what the docs promise
+    jsonschema.validate(run, facets["HiveAcidRunFacet"]["allOf"][1])
+    jsonschema.validate(acid, facets["HiveAcidWriteOutputDatasetFacet"]["allOf"][1])
+    read = done["show_table"]
+    assert [(i["namespace"], i["name"]) for i in read["inputs"]] == [table]
+    assert read["run"]["facets"]["hiveAcid"]["validWriteIds"].startswith("demo.customers:")
 
 
 def test_dimension_upsert_hourly(airflow):
@@ -106,6 +172,10 @@ def test_restatement_aborts_as_a_whole_then_commits(airflow):
     [txn] = [t for t in ms.txns.show_transactions() if t.reason == "restatement failed validation"]
     assert txn.state.name == "ABORTED"
     assert sorted(ms.txns.write_ids_of(txn.txn_id)) == ["sales.daily_totals", "sales.restated_orders"]
+    events = airflow.lineage("hive_acid_restatement")
+    assert [e["eventType"] for e in events["validate"]][-1] == "FAIL", "the failed run is reported"
+    joined = next(e for e in events["restate_orders"] if e["eventType"] == "COMPLETE")["run"]["facets"]["hiveAcid"]
+    assert (joined["txnId"], joined["committed"]) == (txn.txn_id, False), "written in the txn the abort ended"
 
     airflow("hive_acid_restatement", "2026-01-03")
     orders = read_rows(ms, "sales.restated_orders")

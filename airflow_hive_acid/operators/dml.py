@@ -11,7 +11,8 @@ from airflow.sdk import Context
 
 from ..assets import table_asset
 from ..jobs import Delete, Insert, Merge, MergeClause, Request, SourceSpec, Update, parse_assignments
-from ..metastore import TxnState
+from ..jobs.joblog import summary_table
+from ..metastore import TableInfo, TxnState
 from ..statements import StatementResult, StatementRunner, table_source
 from .base import AcidBaseOperator, fails_fast, is_templated, parse_txn_id, task_key
 from .transaction import emit_asset_event
@@ -28,6 +29,7 @@ class AcidDmlOperator(AcidBaseOperator):
     """
 
     template_fields: Sequence[str] = ("table", "txn_id")
+    job_name: str = ""          # the statement's job: insert, update, delete, merge
 
     def __init__(self, *, table: str, txn_id: int | str | None = None, replay_committed: bool = True,
                  **kwargs: Any) -> None:
@@ -38,6 +40,8 @@ class AcidDmlOperator(AcidBaseOperator):
         self.txn_id = txn_id
         self.replay_committed = replay_committed
         self._runner: StatementRunner | None = None
+        self._info: TableInfo | None = None
+        self._result: StatementResult | None = None
 
     def request(self) -> Request:
         """The statement this task runs, from its (rendered) arguments."""
@@ -48,7 +52,7 @@ class AcidDmlOperator(AcidBaseOperator):
         ms = self.metastore_hook.metastore
         key = task_key(context)
         txn_id = parse_txn_id(self.txn_id)
-        info = ms.catalog.get_table(self.table)
+        info = self._info = ms.catalog.get_table(self.table)
         if txn_id is None:
             earlier = self._earlier_attempt(key, info.qualified_name)
             if earlier is not None:
@@ -56,12 +60,14 @@ class AcidDmlOperator(AcidBaseOperator):
         request = self.request()
         self._runner = StatementRunner(ms, self.spark_hook, agent_info=key, lock_wait=self.lock_wait,
                                        heartbeat_interval=self.metastore_hook.heartbeat_interval)
-        result = self._runner.run(request, info.qualified_name, txn_id=txn_id, statement_key=key)
+        result = self._result = self._runner.run(request, info.qualified_name, txn_id=txn_id, statement_key=key)
         out = result.to_dict()
         self.log.info("%s %s: %s inserted, %s updated, %s deleted; write id %s of txn %s (%s)",
                       request.job.upper(), out["table"], out["rows_inserted"], out["rows_updated"],
                       out["rows_deleted"], out["write_id"], out["txn_id"],
                       "committed" if out["committed"] else "joined, not yet committed")
+        for line in summary_table(result.manifest.partitions):
+            self.log.info("%s", line)
         if out["committed"]:
             emit_asset_event(context, self.outlets, info.qualified_name, {
                 k: out[k] for k in ("txn_id", "write_id", "rows_inserted", "rows_updated", "rows_deleted",
@@ -77,8 +83,32 @@ class AcidDmlOperator(AcidBaseOperator):
             elif txn.state is TxnState.COMMITTED and self.replay_committed:
                 self.log.warning("an earlier try of this task committed transaction %s: not writing again",
                                  txn.txn_id)
-                return {**StatementResult.of_committed(ms, txn.txn_id, table, key).to_dict(), "replayed": True}
+                self._result = StatementResult.of_committed(ms, txn.txn_id, table, key)
+                return {**self._result.to_dict(), "replayed": True}
         return None
+
+    # -- OpenLineage (called by the provider's listener after execute) -------------------------
+    def lineage_inputs(self) -> list[Any]:
+        """What the statement reads: the target itself (UPDATE, DELETE); sources say otherwise."""
+        from ..lineage import table_input
+        return [table_input(self.table, self._info)]
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Source and target, the target's schema and what was written, and the txn."""
+        from ..lineage import HiveAcidRunFacet, lineage, table_output
+        r = self._result
+        if r is None:
+            return lineage(self.lineage_inputs(), [table_output(self.table, self._info)])
+        run = HiveAcidRunFacet(operation=self.job_name, txnId=r.txn_id, writeId=r.write_id,
+                               statementId=r.statement_id, committed=r.committed,
+                               validWriteIds=r.snapshot.get("valid_write_ids"))
+        return lineage(self.lineage_inputs(), [table_output(r.table, self._info, r.manifest.partitions)], run)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """The datasets the failed statement meant to read and write; nothing of it is visible."""
+        from ..lineage import HiveAcidRunFacet, lineage, table_output
+        return lineage(self.lineage_inputs(), [table_output(self.table, self._info)],
+                       HiveAcidRunFacet(operation=self.job_name, committed=False))
 
     def on_kill(self) -> None:
         """Kill the Spark job and abort the task's own txn at once (a joined txn is left to the
@@ -107,12 +137,19 @@ class _SourceMixin:
             return table_source(ms, self.source_table)
         return SourceSpec(path=self.source, format=self.source_format, options=dict(self.source_options))
 
+    def source_inputs(self) -> list[Any]:
+        from ..lineage import path_input, table_input
+        if self.source_table:
+            return [table_input(self.source_table)]
+        return [path_input(self.source)] if self.source else []
+
 
 class AcidInsertOperator(_SourceMixin, AcidDmlOperator):
     """``INSERT INTO`` (or ``INSERT OVERWRITE`` with ``overwrite=True``: a new ``base_W`` of the
     partition or table) from files at ``source`` or from the ACID table ``source_table``.
     Partitioned tables take dynamic partitions from the data unless ``partition`` names one."""
 
+    job_name = "insert"
     template_fields: Sequence[str] = ("table", "txn_id", "source", "source_table", "partition")
 
     def __init__(self, *, table: str, source: str | None = None, source_table: str | None = None,
@@ -128,10 +165,14 @@ class AcidInsertOperator(_SourceMixin, AcidDmlOperator):
         return Insert(source=self._source(self.metastore_hook.metastore), overwrite=bool(self.overwrite),
                       partition=dict(self.partition) if self.partition else None)
 
+    def lineage_inputs(self) -> list[Any]:
+        return self.source_inputs()
+
 
 class AcidDeleteOperator(AcidDmlOperator):
     """``DELETE FROM table WHERE <where>`` (a Spark SQL condition over the table's columns)."""
 
+    job_name = "delete"
     template_fields: Sequence[str] = ("table", "txn_id", "where")
 
     def __init__(self, *, table: str, where: str, **kwargs: Any) -> None:
@@ -146,6 +187,7 @@ class AcidUpdateOperator(AcidDmlOperator):
     """``UPDATE table SET <set> WHERE <where>``; ``set`` is ``{"col": "expr"}`` or ``"a = x, b = y"``.
     Partition and bucket columns cannot be updated."""
 
+    job_name = "update"
     template_fields: Sequence[str] = ("table", "txn_id", "set", "where")
 
     def __init__(self, *, table: str, set: dict[str, str] | str, where: str = "true", **kwargs: Any) -> None:
@@ -169,6 +211,7 @@ class AcidMergeOperator(_SourceMixin, AcidDmlOperator):
     written; a target row matched by two source rows fails the job and nothing is committed.
     """
 
+    job_name = "merge"
     template_fields: Sequence[str] = ("table", "txn_id", "source", "source_table", "on", "clauses")
 
     def __init__(self, *, table: str, on: Sequence[str] | str, clauses: Sequence[str | MergeClause],
@@ -191,3 +234,6 @@ class AcidMergeOperator(_SourceMixin, AcidDmlOperator):
             on = [k.strip().lower() for k in keys if k.strip()]
         return Merge(source=self._source(self.metastore_hook.metastore), on=on,
                      clauses=[MergeClause.of(c) for c in self.clauses])
+
+    def lineage_inputs(self) -> list[Any]:
+        return [*self.source_inputs(), *super().lineage_inputs()]     # the source, and the target it joins

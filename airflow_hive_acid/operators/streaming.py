@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from ..assets import table_asset
-from ..jobs import Ingest, IngestOutput, JobSpec, SnapshotSpec, run_job
+from ..jobs import Ingest, IngestOutput, JobSpec, PartitionStats, SnapshotSpec, run_job
 from ..jobs.spec import INGEST_FORMATS, INGEST_TRIGGERS
 from ..statements import table_spec
 from .base import AcidBaseOperator, fails_fast, is_templated
@@ -47,6 +47,7 @@ class AcidStreamingIngestOperator(AcidBaseOperator):
         self.format, self.trigger, self.interval, self.max_duration = format, trigger, interval, max_duration
         self.max_files_per_trigger = max_files_per_trigger
         self.source_options = dict(source_options or {})
+        self._result: dict[str, Any] | None = None
 
     @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
@@ -72,7 +73,19 @@ class AcidStreamingIngestOperator(AcidBaseOperator):
         if batches:
             emit_asset_event(context, self.outlets, info.qualified_name,
                              {k: result[k] for k in ("query_id", "batches", "rows", "write_ids")})
+        self._result = {**result, "stream_batches": [
+            {"batchId": b.batch_id, "txnId": b.txn_id, "writeId": b.write_id, "rows": b.rows} for b in batches]}
         return result
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The landing folder into the table: rows appended and the micro-batches committed."""
+        from ..lineage import HiveAcidRunFacet, lineage, path_input, table_output
+        r = self._result or {}
+        rows = r.get("rows", 0)
+        stats = [PartitionStats(rows_inserted=rows)] if r else None
+        return lineage([path_input(self.landing)], [table_output(self.table, partitions=stats)],
+                       HiveAcidRunFacet(operation="ingest", committed=bool(r.get("batches")),
+                                        streamBatches=r.get("stream_batches")))
 
     def on_kill(self) -> None:
         """Kill the Spark job; a batch cut short never committed, and the next run replays it."""

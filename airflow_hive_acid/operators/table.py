@@ -50,6 +50,7 @@ class AcidReadOperator(AcidBaseOperator):
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
         self.table, self.columns, self.where, self.partition = table, columns, where, partition
         self.order_by, self.limit, self.at_write_id, self.txn_id = order_by, limit, at_write_id, txn_id
+        self._runner: StatementRunner | None = None
 
     @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
@@ -60,6 +61,7 @@ class AcidReadOperator(AcidBaseOperator):
         request = Read(limit=self.limit, partition=self.partition, where=self.where,
                        order_by=list(self.order_by or []) or None,
                        columns=[c.lower() for c in self.columns] if self.columns else None)
+        self._runner = runner
         rows = runner.read_rows(self.table, request, txn_id=parse_txn_id(self.txn_id), at_write_id=at)
         self.log.info("%s: %d row(s)", self.table, len(rows))
         for row in rows[:50]:
@@ -69,3 +71,12 @@ class AcidReadOperator(AcidBaseOperator):
     def on_kill(self) -> None:
         """Kill the read job; its read-only txn ends by the housekeeper's timeout (it wrote nothing)."""
         self.spark_hook.kill()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table read, with its schema, and the snapshot the rows came from."""
+        from ..lineage import HiveAcidRunFacet, lineage, table_input
+        info = self.metastore_hook.metastore.catalog.get_table(self.table)
+        read = (self._runner.last_read if self._runner is not None else None) or {}
+        return lineage([table_input(info.qualified_name, info)], [],
+                       HiveAcidRunFacet(operation="read", txnId=read.get("txn_id"),
+                                        validWriteIds=read.get("valid_write_ids")))
