@@ -280,3 +280,24 @@ def test_a_failed_statement_reports_the_datasets_it_meant_to_touch(env_ms):
     assert lineage.run_facets["hiveAcid"].committed is False and lineage.run_facets["hiveAcid"].operation == "merge"
     assert convert_asset_to_openlineage(table_asset("db.nosuch")).namespace == "hive-acid://db"
 
+
+
+def test_streaming_ingest_gives_the_job_its_metastore_in_the_environment(env_ms, monkeypatch, tmp_path):
+    """A metastore URL may hold a password: it must not travel in the spec on spark-submit's
+    command line, but in the driver's environment."""
+    from airflow_hive_acid.errors import JobFailed
+    from airflow_hive_acid.operators import AcidStreamingIngestOperator
+    env_ms.catalog.create_table("s.e", "id bigint")
+    op = AcidStreamingIngestOperator(task_id="i", table="s.e", landing=str(tmp_path / "landing"),
+                                     checkpoint=str(tmp_path / "cp"))
+    specs = []
+
+    def submit(spec):
+        specs.append(spec.to_json())
+        raise JobFailed("not run here")
+
+    monkeypatch.setattr(op.spark_hook, "submit_job", submit)
+    with pytest.raises(JobFailed):
+        op.execute(context("i"))
+    assert env_ms.url not in specs[0] and '"metastore": null' in specs[0]
+    assert op.spark_hook.env == {"HIVE_ACID_METASTORE": env_ms.url}

@@ -43,7 +43,9 @@ def _ingest(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
     if r.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(r.max_files_per_trigger))
     writer = (reader.load(r.landing).writeStream.format("hive_acid").outputMode("append")
-              .option("metastore", r.metastore).option("checkpointLocation", r.checkpoint))
+              .option("checkpointLocation", r.checkpoint))
+    if r.metastore:                  # else the data source's default: this job's $HIVE_ACID_METASTORE
+        writer = writer.option("metastore", r.metastore)
     if r.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
     else:

@@ -105,9 +105,10 @@ class AcidSparkHook(BaseHook):
     takes; :meth:`kill` stops the running job (used by operators' ``on_kill`` and when the txn's
     heartbeat is refused).
 
-    The task log shows the job's stage lines, warnings and errors; ``verbose=True`` (or the
-    connection extra ``"verbose": true``) shows Spark's INFO output too and spark-submit's own
-    ``--verbose``.
+    ``env`` adds variables to the driver's environment (the Spark provider carries them to a YARN
+    or Kubernetes driver in cluster mode). The task log shows the job's stage lines, warnings and
+    errors; ``verbose=True`` (or the connection extra ``"verbose": true``) shows Spark's INFO
+    output too and spark-submit's own ``--verbose``.
     """
 
     conn_name_attr = "conn_id"
@@ -118,10 +119,12 @@ class AcidSparkHook(BaseHook):
     def __init__(self, conn_id: str = default_conn_name, *, conf: dict[str, Any] | None = None,
                  driver_memory: str | None = None, executor_memory: str | None = None,
                  executor_cores: int | None = None, total_executor_cores: int | None = None,
-                 num_executors: int | None = None, verbose: bool = False, **kwargs: Any) -> None:
+                 num_executors: int | None = None, verbose: bool = False, env: dict[str, str] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.conn_id = conn_id
         self.conf = {k: str(v) for k, v in (conf or {}).items()}
+        self.env = dict(env or {})
         self.resources = {"driver_memory": driver_memory, "executor_memory": executor_memory,
                           "executor_cores": executor_cores, "total_executor_cores": total_executor_cores,
                           "num_executors": num_executors}
@@ -151,7 +154,7 @@ class AcidSparkHook(BaseHook):
         if self.killed:
             raise JobFailed(f"{spec.job} job not started: the task is being killed")
         env = {"SPARK_HOME": spark_home(), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}
+               "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable), **self.env}
         jvm = FastJvm(self._deploy_mode)
         verbose = self.show_spark_output
         conf = {**({} if verbose else QUIET_CONF), **env_conf(), **self.conf}

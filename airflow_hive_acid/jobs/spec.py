@@ -368,12 +368,14 @@ class Ingest(Request):
     micro-batch (the ``hive_acid`` data source). ``trigger="available_now"`` processes what has
     arrived and stops; ``"processing"`` starts a micro-batch every ``interval`` seconds and stops
     after ``max_duration`` seconds, once the batch in flight is done. The driver opens the
-    metastore at ``metastore`` for the batches' txns; ``checkpoint`` keeps the query's progress."""
+    metastore at ``metastore`` for the batches' txns, or, when it is None, at the job's
+    ``$HIVE_ACID_METASTORE`` (how the operator passes a URL that may hold a password: in the
+    environment, not on the command line); ``checkpoint`` keeps the query's progress."""
 
     job: ClassVar[str] = "ingest"
     landing: str
     checkpoint: str
-    metastore: str
+    metastore: str | None = None
     format: str = "parquet"
     trigger: str = "available_now"
     interval: float = 1.0
@@ -384,8 +386,9 @@ class Ingest(Request):
     def validate(self, table: TableSpec) -> None:
         super().validate(table)
         for name in ("landing", "checkpoint", "metastore"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
-                raise JobSpecError(f"ingest needs {name} (a path or URL), got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if (value is not None or name != "metastore") and (not isinstance(value, str) or not value.strip()):
+                raise JobSpecError(f"ingest needs {name} (a path or URL), got {value!r}")
         if self.format not in INGEST_FORMATS:
             raise JobSpecError(f"ingest format must be one of {list(INGEST_FORMATS)}, not {self.format!r}")
         if self.trigger not in INGEST_TRIGGERS:

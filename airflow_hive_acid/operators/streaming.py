@@ -3,13 +3,16 @@ each micro-batch its own transaction (the ``hive_acid`` data source's streaming 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import Context
 
 from ..assets import table_asset
+from ..hooks.spark import AcidSparkHook
 from ..jobs import Ingest, IngestOutput, JobSpec, PartitionStats, SnapshotSpec, run_job
 from ..jobs.spec import INGEST_FORMATS, INGEST_TRIGGERS
+from ..metastore.db import METASTORE_ENV
 from ..statements import table_spec
 from .base import AcidBaseOperator, fails_fast, is_templated
 from .transaction import emit_asset_event
@@ -49,12 +52,19 @@ class AcidStreamingIngestOperator(AcidBaseOperator):
         self.source_options = dict(source_options or {})
         self._result: dict[str, Any] | None = None
 
+    @cached_property
+    def spark_hook(self) -> AcidSparkHook:
+        """The job's driver finds the metastore in ``$HIVE_ACID_METASTORE``: a URL that may hold a
+        password travels in its environment, not on spark-submit's command line."""
+        return AcidSparkHook(conn_id=self.spark_conn_id, conf=self.spark_conf, verbose=self.verbose,
+                             env={METASTORE_ENV: self.metastore_hook.metastore.url})
+
     @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.metastore
         info = ms.catalog.get_table(self.table)
         table = table_spec(info)
-        request = Ingest(landing=self.landing, checkpoint=self.checkpoint, metastore=ms.url, format=self.format,
+        request = Ingest(landing=self.landing, checkpoint=self.checkpoint, format=self.format,
                          trigger=self.trigger, interval=float(self.interval), max_duration=self.max_duration,
                          max_files_per_trigger=self.max_files_per_trigger, options=self.source_options)
         request.validate(table)
