@@ -193,6 +193,9 @@ def test_maintenance_compacts_and_cleans_then_report_runs(airflow):
     comps = ms.compactions.show(db="dim", table="customer")
     assert comps and comps[-1].state.label == "succeeded", [c.to_dict() for c in comps]
     assert sorted(read_rows(ms, "dim.customer"), key=lambda r: r["customer_id"]) == before
+    worker = next(e for e in airflow.lineage("hive_acid_maintenance")["compaction_worker"] if e["eventType"] == "COMPLETE")
+    assert ("hive-acid://dim", "customer") in {(o["namespace"], o["name"]) for o in worker["outputs"]}
+    assert worker["run"]["facets"]["hiveAcid"]["compactionId"] in {c.id for c in ms.compactions.show()}
     airflow("hive_acid_customer_report", "2026-01-02")
 
 
@@ -209,3 +212,11 @@ def test_streaming_ingest_hourly_takes_each_file_once(airflow):
     assert len({b.write_id for b in batches}) == 6
     events = airflow.asset_events("hive-acid://web/clicks")
     assert [(e["batches"], e["rows"]) for e in events] == [(3, 300), (3, 300)]
+    ingests = [e for e in airflow.lineage("hive_acid_streaming_ingest")["ingest_clicks"] if e["eventType"] == "COMPLETE"]
+    assert len(ingests) == 2
+    last = ingests[-1]
+    assert [i["namespace"] for i in last["inputs"]] == ["file"] and last["inputs"][0]["name"].endswith("clicks_landing")
+    assert [(o["namespace"], o["name"]) for o in last["outputs"]] == [("hive-acid://web", "clicks")]
+    assert last["outputs"][0]["outputFacets"]["hiveAcidWrite"]["rowsInserted"] == 300
+    committed = last["run"]["facets"]["hiveAcid"]["streamBatches"]
+    assert sorted(b["writeId"] for b in committed) == sorted(b.write_id for b in batches if b.batch_id >= 3)
