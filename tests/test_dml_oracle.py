@@ -15,7 +15,7 @@ from airflow_hive_acid.jobs.spec import Delete, Insert, Merge, Read, Update
 
 pytestmark = pytest.mark.spark
 
-OPS = int(os.environ.get("HIVE_ACID_ORACLE_OPS", "200"))
+OPS = int(os.environ.get("HIVE_ACID_ORACLE_OPS", "160"))   # more: HIVE_ACID_ORACLE_OPS=1000
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 
 
