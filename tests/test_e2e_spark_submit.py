@@ -100,9 +100,12 @@ def test_killed_job_leaves_nothing_visible_and_its_txn_is_reaped(url, tmp_path):
     time.sleep(4)
     os.killpg(proc.pid, signal.SIGKILL)   # the CLI, spark-submit, the JVM and its Python workers
     proc.wait()
-    time.sleep(3.5)
-    report = json.loads(cli(url, "--json", "housekeeper").stdout)
-    assert report["timed_out"] == [shown[0]["txn_id"]]
+    timed_out: list[int] = []
+    deadline = time.time() + 30          # its last heartbeat ages past the 3 s timeout
+    while not timed_out and time.time() < deadline:
+        time.sleep(1)
+        timed_out = json.loads(cli(url, "--json", "housekeeper").stdout)["timed_out"]
+    assert timed_out == [shown[0]["txn_id"]]
     snap = json.loads(cli(url, "--json", "snapshot", "app.k").stdout)
     assert snap["aborted"] == [1] and snap["open"] == []
     dirs = json.loads(cli(url, "--json", "dirs", "app.k").stdout)["partitions"][0]
