@@ -295,6 +295,37 @@ def test_write_orc_with_metadata_acid_multi_stripe(compression):
     assert len(rows) == 60000 and rows[-1][3] == 59999 and rows[0][5] == (0, "name-0", 0.0)
 
 
+@pytest.mark.parametrize("pre_1970", [False, True], ids=["pyarrow", "switched-to-pyorc"])
+def test_spilled_writer_streams_the_same_file_as_the_in_memory_one(pre_1970):
+    """A file grown on local disk and streamed out holds exactly the bytes of one grown in
+    memory, footer metadata and the switch to exact timestamps included."""
+    from airflow_hive_acid.acid.types import parse_type
+    n = 60000
+    batches = [pa.table({"id": pa.array(np.arange(i, i + n // 3, dtype=np.int64)),
+                         "name": pa.array([f"v{x}" for x in range(i, i + n // 3)]).cast(pa.string()),
+                         "ts": pa.array(np.full(n // 3, 86_400_000_000 * (-3 if pre_1970 and i else 3) + 123),
+                                        pa.timestamp("us"))})
+               for i in range(0, n, n // 3)]
+    orc_type = parse_type("struct<id:bigint,name:varchar(20),ts:timestamp>")
+    items = {"hive.acid.version": "2", "big": "x" * 200_000}     # a footer larger than the tail's first read
+    got = []
+    for spill in (False, True):
+        w = of.OrcStreamWriter(orc_type, stripe_size=32 * 1024, batch_size=1000, compression_block_size=65536,
+                               spill=spill)
+        for b in batches:
+            w.write(b)
+        out = io.BytesIO()
+        assert w.finish_into(out, items) == len(out.getvalue())
+        got.append(out.getvalue())
+    assert got[0] == got[1]
+    tail = of.read_file_tail(io.BytesIO(got[1]), len(got[1]), guess=1024)
+    assert tail.user_metadata["big"] == b"x" * 200_000 and sum(tail.stripe_row_counts) == n > tail.stripe_row_counts[0]
+    rows = list(_pyorc_reader(got[1]))
+    assert len(rows) == n and rows[-1][0] == n - 1
+    with pytest.raises(of.OrcFileError, match="do not hold"):
+        of.read_tail(got[1][-100:], file_length=len(got[1]))
+
+
 def test_write_orc_with_metadata_defaults_and_variants():
     table = acid_table(10, deletes=True)
     data = of.write_orc_with_metadata(table, acid_items_fn(table, deletes=True))

@@ -2,8 +2,8 @@
 
 Hive ACID data files carry three user metadata items in the ORC footer
 (``hive.acid.key.index``, ``hive.acid.stats``, ``hive.acid.version``). pyarrow's ORC writer is
-fast but cannot write user metadata, so files are written with pyarrow into memory and then only
-the *file tail* is rewritten::
+fast but cannot write user metadata, so files are written with pyarrow (into memory or a local
+spill file) and then only the *file tail* is rewritten::
 
     [header "ORC"][stripes ...][stripe statistics (Metadata)][Footer][PostScript][1 byte: PS length]
      \\_______________ copied byte for byte _______________/ \\_rewritten_/\\_rewritten_/
@@ -27,10 +27,11 @@ and pyorc; this module parses only the tail it rewrites. No Spark, database or A
 from __future__ import annotations
 
 import io
+import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import lz4.block
 import numpy as np
@@ -461,14 +462,20 @@ class OrcTail:
         return self.footer.get("number_of_rows", 0)
 
 
-def read_tail(orc_bytes: BytesLike) -> OrcTail:
-    """Parse PostScript and Footer of the ORC file held in ``orc_bytes``."""
+def read_tail(orc_bytes: BytesLike, *, file_length: int | None = None) -> OrcTail:
+    """Parse PostScript and Footer of the ORC file held in ``orc_bytes``, or, given
+    ``file_length``, of a file of that length whose last ``len(orc_bytes)`` bytes these are
+    (at least its Footer and PostScript: see :func:`read_file_tail`)."""
     buf = memoryview(orc_bytes).cast("B")
     n = len(buf)
-    if n < len(MAGIC) + 1 or bytes(buf[:3]) != MAGIC:
+    length = n if file_length is None else file_length
+    skipped = length - n                      # bytes of the file before ``buf``
+    if skipped < 0:
+        raise OrcFileError(f"file_length {length} is shorter than the {n} bytes given")
+    if length < len(MAGIC) + 1 or (not skipped and bytes(buf[:3]) != MAGIC):
         raise OrcFileError("not an ORC file (no 'ORC' header magic)")
     ps_len = buf[n - 1]
-    if ps_len == 0 or ps_len + 1 + 3 > n:
+    if ps_len == 0 or ps_len + 1 + 3 > length or ps_len + 1 > n:
         raise OrcFileError(f"not an ORC file (bad postscript length {ps_len})")
     ps_bytes = bytes(buf[n - 1 - ps_len:n - 1])
     ps_fields = list(iter_fields(ps_bytes))
@@ -476,18 +483,35 @@ def read_tail(orc_bytes: BytesLike) -> OrcTail:
     if ps.get("magic", "ORC") != "ORC":
         raise OrcFileError(f"not an ORC file (postscript magic {ps.get('magic')!r})")
     footer_len = ps.get("footer_length", 0)
-    footer_start = n - 1 - ps_len - footer_len
+    footer_start = length - 1 - ps_len - footer_len
     if footer_len <= 0 or footer_start < 3:
         raise OrcFileError(f"not an ORC file (bad footer length {footer_len})")
+    if footer_start < skipped:
+        raise OrcFileError(f"the last {n} bytes do not hold the {footer_len}-byte footer")
     code = ps.get("compression", 0)
     block = ps.get("compression_block_size", 256 * 1024)
-    footer_bytes = decompress_stream(buf[footer_start:n - 1 - ps_len], code, block)
+    footer_bytes = decompress_stream(buf[footer_start - skipped:n - 1 - ps_len], code, block)
     footer = decode_message(footer_bytes, _FOOTER)
     return OrcTail(
-        file_length=n, postscript=ps, postscript_fields=ps_fields, postscript_length=ps_len,
+        file_length=length, postscript=ps, postscript_fields=ps_fields, postscript_length=ps_len,
         footer=footer, footer_fields=list(iter_fields(footer_bytes)), footer_bytes=footer_bytes,
         footer_start=footer_start,
     )
+
+
+def read_file_tail(f: BinaryIO, file_length: int, guess: int = 64 * 1024) -> OrcTail:
+    """PostScript and Footer of the ORC file open as ``f`` (seekable), reading only its end."""
+    want = min(file_length, guess)
+    while True:
+        f.seek(file_length - want)
+        end = f.read(want)
+        ps_len = end[-1] if end else 0
+        need = 1 + ps_len
+        if ps_len and need <= len(end):
+            need += decode_message(end[-1 - ps_len:-1], _POSTSCRIPT).get("footer_length", 0)
+        if need <= want or want == file_length:
+            return read_tail(end, file_length=file_length)
+        want = min(file_length, need)
 
 
 def _as_value_bytes(name: str, value: Any) -> bytes:
@@ -529,6 +553,15 @@ def rewrite_footer(orc_bytes: BytesLike, items: ItemsFn | Mapping[str, bytes | s
     proleptic Gregorian (what Arrow, Spark and Hive 4 use) or hybrid Julian.
     """
     tail = read_tail(orc_bytes)
+    body = memoryview(orc_bytes).cast("B")[:tail.footer_start]
+    return b"".join((body, rewritten_tail(tail, items, string_types=string_types, calendar=calendar)))
+
+
+def rewritten_tail(tail: OrcTail, items: ItemsFn | Mapping[str, bytes | str] | None = None, *,
+                   string_types: Mapping[int, tuple[int, int]] | None = None,
+                   calendar: int | None = None) -> bytes:
+    """The new Footer, PostScript and PostScript length byte of the file whose ``tail`` this
+    is (see :func:`rewrite_footer`): they replace everything from ``tail.footer_start`` on."""
     if callable(items):
         items = items(tail.stripe_row_counts)
     new_items: dict[str, bytes] = {}
@@ -600,8 +633,7 @@ def rewrite_footer(orc_bytes: BytesLike, items: ItemsFn | Mapping[str, bytes | s
     if len(ps_raw) > 255:
         raise OrcFileError(f"postscript would be {len(ps_raw)} bytes (> 255)")
 
-    body = memoryview(orc_bytes).cast("B")[:tail.footer_start]
-    return b"".join((body, footer_stored, ps_raw, bytes((len(ps_raw),))))
+    return b"".join((footer_stored, ps_raw, bytes((len(ps_raw),))))
 
 
 # --------------------------------------------------------------------------------------------
@@ -630,7 +662,11 @@ def write_orc_with_metadata(
 
 
 class OrcStreamWriter:
-    """One ORC file written into memory batch by batch, finished with footer metadata.
+    """One ORC file written batch by batch, finished with footer metadata.
+
+    The file grows in memory, or with ``spill`` in an anonymous local temporary file, so that
+    a writer task holding many large files open keeps only the stripes in progress in memory;
+    :meth:`finish_into` then streams it to its destination.
 
     ``orc_type`` is the file's type as Hive declares it (a struct of the columns):
     ``varchar(n)``/``char(n)`` columns are declared as such (values must already fit, chars
@@ -652,7 +688,8 @@ class OrcStreamWriter:
                  row_index_stride: int = DEFAULT_ROW_INDEX_STRIDE, batch_size: int = 1024,
                  file_version: str = "0.12", compression_strategy: str = "speed",
                  dictionary_key_size_threshold: float = 0.0, padding_tolerance: float = 0.0,
-                 bloom_filter_columns: list[int] | None = None, bloom_filter_fpp: float = 0.05) -> None:
+                 bloom_filter_columns: list[int] | None = None, bloom_filter_fpp: float = 0.05,
+                 spill: bool = False) -> None:
         if compression_block_size <= 0 or compression_block_size % MIN_COMPRESSION_BLOCK_SIZE:
             raise OrcFileError(f"compression_block_size {compression_block_size} is not a positive "
                                f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
@@ -665,9 +702,10 @@ class OrcStreamWriter:
             dictionary_key_size_threshold=dictionary_key_size_threshold,
             bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp)
         self._file_version = file_version
-        self._sink = pa.BufferOutputStream()
+        self._spill = spill
+        self._sink: Any = tempfile.TemporaryFile(prefix="hive-acid-orc-") if spill else pa.BufferOutputStream()
         self._arrow: Any = None                     # pyarrow.orc.ORCWriter while pyarrow writes
-        self._exact: tuple[Any, io.BytesIO] | None = None   # (pyorc.Writer, its sink) once it does
+        self._exact: tuple[Any, BinaryIO] | None = None     # (pyorc.Writer, its sink) once it does
 
     def write(self, table: pa.Table | pa.RecordBatch) -> None:
         if isinstance(table, pa.RecordBatch):
@@ -689,7 +727,7 @@ class OrcStreamWriter:
             kind = pyorc.CompressionKind[_PYORC_COMPRESSION[o["compression"].lower()]]
         except KeyError:
             raise OrcFileError(f"unknown compression {o['compression']!r}") from None
-        sink = io.BytesIO()
+        sink: BinaryIO = tempfile.TemporaryFile(prefix="hive-acid-orc-") if self._spill else io.BytesIO()
         writer = pyorc.Writer(
             sink, str(self.orc_type), compression=kind, batch_size=o["batch_size"], stripe_size=o["stripe_size"],
             compression_block_size=o["compression_block_size"],
@@ -701,23 +739,65 @@ class OrcStreamWriter:
         if self._arrow is not None:                 # what pyarrow wrote so far, read back exactly
             self._arrow.close()
             self._arrow = None
-            writer.writerows(pyorc.Reader(io.BytesIO(self._sink.getvalue().to_pybytes()), converters=EXACT_CONVERTERS))
+            if self._spill:
+                self._sink.seek(0)
+                written: BinaryIO = self._sink
+            else:
+                written = io.BytesIO(self._sink.getvalue().to_pybytes())
+            writer.writerows(pyorc.Reader(written, converters=EXACT_CONVERTERS))
+            written.close()
         self._exact = (writer, sink)
+
+    def _close(self) -> tuple[Any, dict[int, tuple[int, int]]]:
+        """The closed writer's sink, and the string columns the footer must declare
+        ``varchar``/``char``."""
+        if self._exact is not None:
+            self._exact[0].close()
+            return self._exact[1], {}                 # pyorc declares them itself
+        if self._arrow is None:
+            raise OrcFileError("an ORC file needs at least one write() (possibly of zero rows)")
+        self._arrow.close()
+        string_types = {i: (KIND_VARCHAR if t.name == "varchar" else KIND_CHAR, t.params[0])
+                        for i, t in enumerate(self.orc_type.walk()) if t.name in ("varchar", "char")}
+        return self._sink, string_types
 
     def finish(self, items_fn: ItemsFn | Mapping[str, bytes | str] | None) -> bytes:
         """The finished file's bytes; ``items_fn`` as for :func:`write_orc_with_metadata`."""
-        if self._exact is not None:
-            self._exact[0].close()
-            data: BytesLike = self._exact[1].getvalue()
-            string_types: dict[int, tuple[int, int]] = {}      # pyorc declares them itself
-        else:
-            if self._arrow is None:
-                raise OrcFileError("an ORC file needs at least one write() (possibly of zero rows)")
-            self._arrow.close()
-            data = self._sink.getvalue()
-            string_types = {i: (KIND_VARCHAR if t.name == "varchar" else KIND_CHAR, t.params[0])
-                            for i, t in enumerate(self.orc_type.walk()) if t.name in ("varchar", "char")}
+        sink, string_types = self._close()
+        if isinstance(sink, (pa.BufferOutputStream, io.BytesIO)):
+            data: BytesLike = sink.getvalue()
+        else:                                           # a spill file
+            sink.seek(0)
+            data = sink.read()
+            sink.close()
         return rewrite_footer(data, items_fn, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+
+    def finish_into(self, out: Any, items_fn: ItemsFn | Mapping[str, bytes | str] | None,
+                    chunk_size: int = 8 * 1024 * 1024) -> int:
+        """Finish the file into the writable stream ``out`` and return its size. A spilled
+        file is copied from local disk a chunk at a time, its new footer patched on at the end."""
+        if not self._spill:
+            data = self.finish(items_fn)
+            out.write(data)
+            return len(data)
+        sink, string_types = self._close()
+        try:
+            size = sink.seek(0, io.SEEK_END)
+            tail = read_file_tail(sink, size)
+            new_tail = rewritten_tail(tail, items_fn, string_types=string_types,
+                                      calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+            sink.seek(0)
+            left = tail.footer_start
+            while left:
+                chunk = sink.read(min(left, chunk_size))
+                if not chunk:
+                    raise OrcFileError(f"spilled ORC file ended {left} bytes early")
+                out.write(chunk)
+                left -= len(chunk)
+            out.write(new_tail)
+            return tail.footer_start + len(new_tail)
+        finally:
+            sink.close()
 
 
 # -- timestamps pyarrow cannot write or read -------------------------------------------------

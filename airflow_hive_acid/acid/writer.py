@@ -8,6 +8,7 @@ table's full row type. Insert-only tables get plain files of the table columns i
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from .errors import AcidInputError
 from .fs import write_bytes
 from .orcfile import (
     HIVE_DELTA_STRIPE_SIZE,
+    ItemsFn,
     OrcStreamWriter,
     hive_acid_metadata,
     hive_key_index,
@@ -191,7 +193,8 @@ def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, columns: l
 class InsertFile:
     """One file of inserted rows, written as they arrive: the insert events of one bucket of a
     full-ACID statement (ROW__IDs counting on across batches), or, for an insert-only table,
-    the plain table columns. :meth:`close` adds Hive's footer metadata and stores the file."""
+    the plain table columns. :meth:`close` adds Hive's footer metadata and stores the file.
+    The file grows on local disk, not in memory (a task writes many of them at once)."""
 
     def __init__(self, columns: list[Column], write_id: int, bucket: int, statement_id: int, *,
                  base: bool = False, insert_only: bool = False, compression: str = DEFAULT_CODEC):
@@ -203,7 +206,7 @@ class InsertFile:
                                 field_names=tuple(c.name for c in columns))
         else:
             orc_type = acid_hive_type(columns)
-        self._orc = OrcStreamWriter(orc_type, compression=compression,
+        self._orc = OrcStreamWriter(orc_type, compression=compression, spill=True,
                                     stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE)
 
     @property
@@ -220,18 +223,18 @@ class InsertFile:
 
     def close(self, fs: pafs.FileSystem, path: str) -> WrittenFile:
         n = self._orc.rows
-        if self.insert_only:
-            data = self._orc.finish(None)
-        else:
+        items: ItemsFn | None = None
+        if not self.insert_only:
             prop = bucket_codec.encode_v1(self.bucket, self.statement_id)
 
             def items(stripes: list[int]) -> dict[str, str]:     # the last ROW__ID of each stripe
                 ends = np.cumsum(stripes) - 1
                 return hive_acid_metadata("".join(f"{self.write_id},{prop},{e};" for e in ends), n)
 
-            data = self._orc.finish(items)
-        write_bytes(fs, path, data)
-        return WrittenFile(path, n, len(data))
+        fs.create_dir(posixpath.dirname(path), recursive=True)
+        with fs.open_output_stream(path) as out:
+            size = self._orc.finish_into(out, items)
+        return WrittenFile(path, n, size)
 
 
 def statement_bucket_ok(bucket: int) -> None:
