@@ -11,6 +11,7 @@ import json
 import posixpath
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .errors import AcidError
@@ -121,9 +122,14 @@ def read_metadata_format(fs: pafs.FileSystem, directory: str) -> str | None:
         raise AcidFileError(f"unreadable {METADATA_FILE} in {directory}: {exc}") from None
 
 
-def write_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+def open_output(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
+    """A new file at ``path`` open for writing, its directory created first."""
     fs.create_dir(posixpath.dirname(path), recursive=True)
-    with fs.open_output_stream(path) as f:
+    return fs.open_output_stream(path)
+
+
+def write_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    with open_output(fs, path) as f:
         f.write(data)
 
 

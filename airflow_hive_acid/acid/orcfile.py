@@ -763,14 +763,13 @@ class OrcStreamWriter:
 
     def finish(self, items_fn: ItemsFn | Mapping[str, bytes | str] | None) -> bytes:
         """The finished file's bytes; ``items_fn`` as for :func:`write_orc_with_metadata`."""
+        if self._spill:
+            out = io.BytesIO()
+            self.finish_into(out, items_fn)
+            return out.getvalue()
         sink, string_types = self._close()
-        if isinstance(sink, (pa.BufferOutputStream, io.BytesIO)):
-            data: BytesLike = sink.getvalue()
-        else:                                           # a spill file
-            sink.seek(0)
-            data = sink.read()
-            sink.close()
-        return rewrite_footer(data, items_fn, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+        return rewrite_footer(sink.getvalue(), items_fn, string_types=string_types,
+                              calendar=CALENDAR_PROLEPTIC_GREGORIAN)
 
     def finish_into(self, out: Any, items_fn: ItemsFn | Mapping[str, bytes | str] | None,
                     chunk_size: int = 8 * 1024 * 1024) -> int:

@@ -8,7 +8,6 @@ table's full row type. Insert-only tables get plain files of the table columns i
 """
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ import pyarrow.fs as pafs
 from . import bucket_codec
 from .compression import DEFAULT_TABLE_COMPRESSION, TABLE_COMPRESSIONS
 from .errors import AcidInputError
-from .fs import write_bytes
+from .fs import open_output, write_bytes
 from .orcfile import (
     HIVE_DELTA_STRIPE_SIZE,
     ItemsFn,
@@ -231,8 +230,7 @@ class InsertFile:
                 ends = np.cumsum(stripes) - 1
                 return hive_acid_metadata("".join(f"{self.write_id},{prop},{e};" for e in ends), n)
 
-        fs.create_dir(posixpath.dirname(path), recursive=True)
-        with fs.open_output_stream(path) as out:
+        with open_output(fs, path) as out:
             size = self._orc.finish_into(out, items)
         return WrittenFile(path, n, size)
 
