@@ -159,5 +159,6 @@ def main(job: str, run: Callable[[SparkSession, JobSpec], Manifest] | None = Non
     manifest.save(spec.manifest_path)
     if not manifest.ok:
         print(f"hive-acid job failed: {manifest.error}", file=sys.stderr)
-    spark.stop()
+    # No spark.stop(): spark-submit stops the SparkContext once this driver exits, and pyspark's
+    # stop() would first wait up to a second for its accumulator server to notice (docs/operations.md).
     sys.exit(0 if manifest.ok else 1)
