@@ -262,9 +262,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
             if program is None:
                 raise InvalidInputError(f"hive_acid: the change stream's columns cannot be merged into "
                                         f"{self.qualified} in Arrow")
-            tasks = pa.record_batch([pa.array([t for t, _ in plan.tasks], pa.string()),
-                                     pa.array([src for _, src in plan.tasks], pa.string())], names=["task", "source"])
-            out = merge.merge_groups(stmt, staging, plan, program, 0, [tasks] if plan.tasks else [])
+            out = merge.merge_groups(stmt, staging, plan, program, 0, range(len(plan.tasks)))
             return publish(fs, root, staging, stmt, out)
         finally:
             afs.remove_dir(fs, staging)

@@ -21,7 +21,6 @@ whatever is still there, so the caller only calls a compaction succeeded when fi
 """
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +68,7 @@ from ..acid.writer import compacted_events, write_acid_file
 from ..jobs.manifest import CleanOutput, CompactOutput, PartitionStats
 from ..jobs.spec import Clean, Compact, JobSpec, JobSpecError
 from .scan import Table
+from .tasks import task_frame, task_indices
 
 MAJOR, MINOR = "major", "minor"
 _STATS = T.StructType([T.StructField("dir", T.StringType()), T.StructField("kind", T.StringType()),
@@ -147,20 +147,17 @@ def _run_tasks(spark: SparkSession, table: Table, groups: list[BucketGroup], wl:
         fs, _ = afs.filesystem_for(location)
         snap = ValidCompactorWriteIdList.parse(snapshot_text)
         out = []
-        for tasks in batches:
-            for raw in tasks.column(0).to_pylist():
-                group = BucketGroup.from_dict(json.loads(raw))
-                if kind == MAJOR:
-                    out += _major_bucket(fs, group, snap, columns, afs.join(out_dir, outputs["base"]), compression)
-                else:
-                    out += _minor_bucket(fs, group, snap, columns, out_dir, outputs, compression)
+        for i in task_indices(batches):
+            group = groups[i]
+            if kind == MAJOR:
+                out += _major_bucket(fs, group, snap, columns, afs.join(out_dir, outputs["base"]), compression)
+            else:
+                out += _minor_bucket(fs, group, snap, columns, out_dir, outputs, compression)
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_STATS_ARROW)
 
-    tasks = [(json.dumps(g.to_dict()),) for g in groups]
     # one bucket per task: a bucket is the unit of output, and tasks this size are never tiny
-    df = spark.createDataFrame(spark.sparkContext.parallelize(tasks, len(tasks)), "task string")
-    return df.mapInArrow(work, _STATS).collect()
+    return task_frame(spark, len(groups)).mapInArrow(work, _STATS).collect()
 
 
 def _read_rows(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list) -> tuple[pa.Table, str]:

@@ -10,9 +10,8 @@ take the DataFrame path.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +26,7 @@ from ..jobs.manifest import PartitionStats
 from ..jobs.spec import SourceSpec
 from .dml import DmlError, check_source_files, source_columns
 from .scan import Table
+from .tasks import task_frame, task_indices
 from .write import (
     _STATS_SCHEMA,
     Placement,
@@ -147,9 +147,8 @@ def run_load(spark: SparkSession, stmt: Statement, splits: list[Split], static: 
         rows: list[dict] = []
         with stage("write") as progress:
             if tasks:
-                payload = [(json.dumps([asdict(s) for s in t]),) for t in tasks]
-                task_df = spark.createDataFrame(spark.sparkContext.parallelize(payload, len(payload)), "task string")
-                out = task_df.mapInArrow(_load_task(stmt, staging, plan), _STATS_SCHEMA).collect()
+                out = task_frame(spark, len(tasks)).mapInArrow(_load_task(stmt, staging, plan, tasks),
+                                                               _STATS_SCHEMA).collect()
                 rows = [r.asDict() for r in out]
             progress["rows"] = written_rows(rows)
         with stage("publish"):
@@ -158,17 +157,17 @@ def run_load(spark: SparkSession, stmt: Statement, splits: list[Split], static: 
         afs.remove_dir(fs, staging)
 
 
-def _load_task(stmt: Statement, staging: str, plan: Conform | None):  # type: ignore[no-untyped-def]
+def _load_task(stmt: Statement, staging: str, plan: Conform | None,  # type: ignore[no-untyped-def]
+               tasks: list[list[Split]]):
     table = stmt.table
 
     def load(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(table.spec.location)
         files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), Placement.PER_TASK)
-        for b in batches:
-            for raw in b.column(0).to_pylist():
-                for split in (Split(**{**s, "pieces": tuple(s["pieces"])}) for s in json.loads(raw)):
-                    for batch in read_split(split):
-                        files.add(conform_batch(table, plan, batch))
+        for task in task_indices(batches):
+            for split in tasks[task]:
+                for batch in read_split(split):
+                    files.add(conform_batch(table, plan, batch))
         out = files.close()
         if out:
             yield stats_batch(out)

@@ -43,6 +43,7 @@ from ..jobs.spec import MergeClause, SnapshotSpec, SourceSpec
 from . import arrowexpr as ax
 from . import dml, load
 from .scan import Table, partition_values, plan_scan
+from .tasks import task_frame, task_indices
 from .types import ROW_ID_SPARK, spark_type
 from .write import (
     _STATS_SCHEMA,
@@ -172,9 +173,6 @@ class BucketPlan:
     def t_type(self) -> pa.StructType:
         return pa.struct([pa.field(n, self.table.column(n).type.to_arrow()) for n in self.needed])
 
-    def task_frame(self, spark: SparkSession) -> DataFrame:
-        return spark.createDataFrame(spark.sparkContext.parallelize(self.tasks, max(1, len(self.tasks))),
-                                     "task string, source string")
 
 
 def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: list[str], needed: list[str],
@@ -221,7 +219,7 @@ def joined_rows(spark: SparkSession, plan: BucketPlan) -> DataFrame:
     schema = _joined_schema(plan.table, plan.needed, plan.source_schema)
     if not plan.tasks:
         return spark.createDataFrame([], schema)
-    return plan.task_frame(spark).mapInArrow(_join_task(plan), schema)
+    return task_frame(spark, len(plan.tasks)).mapInArrow(_join_task(plan), schema)
 
 
 def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program: list[ClauseProgram],
@@ -233,7 +231,8 @@ def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program
         rows: list[dict] = []
         with stage("write") as progress:
             if plan.tasks:
-                out = plan.task_frame(spark).mapInArrow(_merge_task(stmt, staging, plan, program), _STATS_SCHEMA)
+                out = task_frame(spark, len(plan.tasks)).mapInArrow(_merge_task(stmt, staging, plan, program),
+                                                                    _STATS_SCHEMA)
                 rows = [r.asDict() for r in out.collect()]
             progress["rows"] = written_rows(rows)
         with stage("publish"):
@@ -301,16 +300,15 @@ def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: 
     return Joined(t.take(ti), rid.take(ti), ti.is_valid(), s.take(si), si.is_valid())
 
 
-def _tasks(fs: pafs.FileSystem, plan: BucketPlan,
-           batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[BucketGroup, pa.Table]]:
+def _tasks(fs: pafs.FileSystem, plan: BucketPlan, indices: Iterable[int]) -> Iterator[tuple[BucketGroup, pa.Table]]:
     """Each task's bucket group and its source rows, read from the plan's IPC files."""
-    for b in batches:
-        for raw, src in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-            parts = []
-            for name, i in json.loads(src):
-                with fs.open_input_file(afs.join(plan.source_dir, name)) as f:
-                    parts.append(pa.ipc.open_file(f).get_batch(i))
-            yield BucketGroup.from_dict(json.loads(raw)), pa.Table.from_batches(parts, schema=plan.source_schema)
+    for task in indices:
+        raw, src = plan.tasks[task]
+        parts = []
+        for name, i in json.loads(src):
+            with fs.open_input_file(afs.join(plan.source_dir, name)) as f:
+                parts.append(pa.ipc.open_file(f).get_batch(i))
+        yield BucketGroup.from_dict(json.loads(raw)), pa.Table.from_batches(parts, schema=plan.source_schema)
 
 
 def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
@@ -319,7 +317,7 @@ def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(location)
         snap = ValidWriteIdList.parse(plan.snapshot)
-        for group, source in _tasks(fs, plan, batches):
+        for group, source in _tasks(fs, plan, task_indices(batches)):
             j = _join(fs, plan, snap, group, source)
             if len(j):
                 yield pa.RecordBatch.from_arrays(
@@ -388,14 +386,14 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
 
 
 def merge_groups(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram], task: int,
-                 batches: Iterable[pa.RecordBatch]) -> list[dict]:
-    """Join, evaluate and write the bucket groups of ``batches`` (rows of ``plan.tasks``): one
-    task's work in a MERGE job, or all of a change stream's micro-batch on the driver. Returns
-    the stats row of every file written."""
+                 indices: Iterable[int]) -> list[dict]:
+    """Join, evaluate and write the bucket groups ``plan.tasks[i]`` of ``indices``: one task's
+    work in a MERGE job, or all of a change stream's micro-batch on the driver. Returns the
+    stats row of every file written."""
     fs, _ = afs.filesystem_for(plan.table.spec.location)
     snap = ValidWriteIdList.parse(plan.snapshot)
     files = TaskFiles(stmt, staging, fs, task, Placement.LOCAL)
-    for group, source in _tasks(fs, plan, batches):
+    for group, source in _tasks(fs, plan, indices):
         for events in _apply(plan.table, program, _join(fs, plan, snap, group, source), group.bucket):
             files.add(events)
     return files.close()
@@ -403,7 +401,7 @@ def merge_groups(stmt: Statement, staging: str, plan: BucketPlan, program: list[
 
 def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram]):  # type: ignore[no-untyped-def]
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = merge_groups(stmt, staging, plan, program, TaskContext.get().partitionId(), batches)
+        out = merge_groups(stmt, staging, plan, program, TaskContext.get().partitionId(), task_indices(batches))
         if out:
             yield stats_batch(out)
 

@@ -3,7 +3,6 @@ partition, and read each bucket group in a Spark task (``mapInArrow`` over pyarr
 reader never goes through Spark's ORC source (which cannot read the ACID event schema)."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -31,6 +30,7 @@ from ..acid.state import DirEntry, get_acid_state
 from ..acid.types import Column
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..jobs.spec import SnapshotSpec, TableSpec
+from .tasks import task_frame, task_indices
 from .types import ROW_ID_SPARK, spark_type
 
 
@@ -223,6 +223,7 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
     key_name = key_filter[0] if key_filter is not None else None
     snapshot_text = plan.snapshot.to_string()
     location = t.spec.location
+    groups = plan.groups
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(location)
@@ -230,17 +231,13 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
         req = request
         if keys_bc is not None:
             req = replace(request, key_filter=(key_name, _key_set(_from_ipc(keys_bc.value))))
-        for tasks in batches:
-            for raw in tasks.column(0).to_pylist():
-                yield from read_group(fs, t, BucketGroup.from_dict(json.loads(raw)), snap, req, arrow_fields,
-                                      drop_first)
+        for i in task_indices(batches):
+            yield from read_group(fs, t, groups[i], snap, req, arrow_fields, drop_first)
 
     if not plan.groups:
         return spark.createDataFrame([], schema)
-    tasks = [(json.dumps(g.to_dict()),) for g in plan.groups]
     slices = num_scan_tasks(plan.groups, spark.sparkContext.defaultParallelism)
-    task_df = spark.createDataFrame(spark.sparkContext.parallelize(tasks, slices), "task string")
-    return task_df.mapInArrow(read, schema)
+    return task_frame(spark, len(plan.groups), slices).mapInArrow(read, schema)
 
 
 TARGET_TASK_BYTES = 64 * 1024 * 1024

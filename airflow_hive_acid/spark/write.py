@@ -238,11 +238,9 @@ def group_rows(batch: pa.RecordBatch, keys: list[pa.Array]) -> list[tuple[list, 
     combined = np.zeros(n, dtype=np.int64)
     decoders = []
     for k in keys:
-        enc = pc.dictionary_encode(k)
-        size = len(enc.dictionary) + 1                        # the last code is NULL
-        codes = pc.fill_null(enc.indices, size - 1).to_numpy(zero_copy_only=False).astype(np.int64)
-        combined = combined * size + codes
-        decoders.append((codes, enc.dictionary.to_pylist() + [None]))
+        codes, values = _key_codes(k)
+        combined = combined * (len(values) + 1) + codes
+        decoders.append((codes, values + [None]))
     if n and combined.min() == combined.max():
         return [([d[c[0]] for c, d in decoders], batch)]
     if combined.max() < 1 << 16:
@@ -253,6 +251,19 @@ def group_rows(batch: pa.RecordBatch, keys: list[pa.Array]) -> list[tuple[list, 
     ends = np.r_[starts[1:], n]
     taken = batch.take(pa.array(order))
     return [([d[c[order[a]]] for c, d in decoders], taken.slice(a, b - a)) for a, b in zip(starts, ends)]
+
+
+def _key_codes(key: pa.Array) -> tuple[np.ndarray, list]:
+    """Codes 0..len(values) of a grouping key's rows (len(values) for NULL) and the value of
+    each code. Small non-NULL integers (bucket ids) are their own codes, without a hash table."""
+    if pa.types.is_integer(key.type) and not key.null_count and len(key):
+        ints = key.to_numpy().astype(np.int64)
+        low, high = int(ints.min()), int(ints.max())
+        if high - low < 1 << 16:
+            return ints - low, list(range(low, high + 1))
+    enc = pc.dictionary_encode(key)
+    codes = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, enc.dictionary.to_pylist()
 
 
 def partition_name(table: Table, values: list) -> str:
