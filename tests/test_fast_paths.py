@@ -185,3 +185,21 @@ def test_fast_jvm_archive_is_made_once_then_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("HIVE_ACID_CACHE_DIR", "/proc/no-such-cache")
     assert FastJvm().conf({"a": "b"}) == {"a": "b"}
     assert FastJvm("cluster").conf({"a": "b"}) == {"a": "b"}, "a driver elsewhere gets nothing"
+
+
+def test_group_rows_by_integer_and_other_keys():
+    """Small integer keys (bucket ids) are grouped by their values directly, wide or NULL-holding
+    ones and strings through a dictionary: every way gives each combination's rows, in order."""
+    from airflow_hive_acid.spark.write import group_rows
+
+    bucket = pa.array([3, -1, 3, 0, -1, 3], pa.int32())
+    wide = pa.array([1, 1 << 40, 1, 1 << 40, 1, 7], pa.int64())
+    nulls = pa.array([5, None, 5, None, 6, 5], pa.int64())
+    part = pa.array(["a", "b", "a", "b", None, "a"])
+    batch = pa.record_batch([pa.array(range(6))], names=["row"])
+    for keys in ([bucket], [wide], [nulls], [part, bucket], [bucket, nulls, wide]):
+        groups = {tuple(values): rows.column(0).to_pylist() for values, rows in group_rows(batch, keys)}
+        expected: dict[tuple, list[int]] = {}
+        for i in range(6):
+            expected.setdefault(tuple(k[i].as_py() for k in keys), []).append(i)
+        assert groups == expected
