@@ -174,7 +174,6 @@ class BucketPlan:
         return pa.struct([pa.field(n, self.table.column(n).type.to_arrow()) for n in self.needed])
 
 
-
 def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: list[str], needed: list[str],
                  kinds: set[str], exclude: tuple[int, frozenset[int]], source_dir: str) -> BucketPlan:
     """One task per (partition, bucket) group that can act: the source's groups, and every
