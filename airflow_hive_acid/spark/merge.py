@@ -20,7 +20,6 @@ then shuffled to their buckets' writers.
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -162,7 +161,7 @@ class BucketPlan:
     snapshot: str                       # the ValidWriteIdList the target is read at
     source_schema: pa.Schema
     source_dir: str
-    tasks: list[tuple[str, str]]        # (bucket group as JSON, [[file, batch], ...] of its source rows)
+    tasks: list[tuple[BucketGroup, list[tuple[str, int]]]]   # (bucket group, (IPC file, batch) of its source rows)
 
     @property
     def how(self) -> str:
@@ -207,8 +206,7 @@ def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: lis
     plan = plan_scan(table, snapshot, parts_wanted, exclude) if parts_wanted != [] else None
     groups = {(g.partition, g.bucket): g for g in plan.groups} if plan is not None else {}
     wanted = list(groups) if everything else list(slices)
-    tasks = [(json.dumps(groups.get(k, BucketGroup(*k)).to_dict()), json.dumps(slices.get(k, [])))
-             for k in sorted(wanted)]
+    tasks = [(groups.get(k, BucketGroup(*k)), slices.get(k, [])) for k in sorted(wanted)]
     snap_text = (plan.snapshot if plan is not None else ValidWriteIdList.parse(snapshot.valid_write_ids)).to_string()
     return BucketPlan(table, keys, needed, kinds, snap_text, source.schema, source_dir, tasks)
 
@@ -302,12 +300,12 @@ def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: 
 def _tasks(fs: pafs.FileSystem, plan: BucketPlan, indices: Iterable[int]) -> Iterator[tuple[BucketGroup, pa.Table]]:
     """Each task's bucket group and its source rows, read from the plan's IPC files."""
     for task in indices:
-        raw, src = plan.tasks[task]
+        group, src = plan.tasks[task]
         parts = []
-        for name, i in json.loads(src):
+        for name, i in src:
             with fs.open_input_file(afs.join(plan.source_dir, name)) as f:
                 parts.append(pa.ipc.open_file(f).get_batch(i))
-        yield BucketGroup.from_dict(json.loads(raw)), pa.Table.from_batches(parts, schema=plan.source_schema)
+        yield group, pa.Table.from_batches(parts, schema=plan.source_schema)
 
 
 def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
