@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -95,13 +96,14 @@ def _wait(pred, timeout=120, what="condition"):
 
 def test_on_kill_stops_the_job_and_aborts_the_txn(env, tmp_path):
     ms = env
-    op = AcidInsertOperator(task_id="k", table="s.t", source=source(tmp_path, "k", range(1000)))
+    # rows enough that the writer tasks run for seconds: the kill lands while they write
+    op = AcidInsertOperator(task_id="k", table="s.t", source=source(tmp_path, "k", range(3_000_000)))
     errors = []
     t = threading.Thread(target=lambda: errors.append(_run(op, context("k"))))
     t.start()
     submit = _wait(lambda: op.spark_hook._current, what="spark-submit to start")
     proc = _wait(lambda: submit._submit_sp, what="the spark-submit process")
-    time.sleep(4)                                      # the JVM is up and the job under way
+    _wait(lambda: _python_workers(proc.pid), what="the job's Python tasks to start")
     op.on_kill()
     t.join(120)
     assert not t.is_alive() and errors and "killed" in str(errors[0])
@@ -110,6 +112,22 @@ def test_on_kill_stops_the_job_and_aborts_the_txn(env, tmp_path):
     assert read_rows(ms, "s.t") == []
     with pytest.raises(ProcessLookupError):             # driver and Python workers are gone too
         _wait(lambda: os.killpg(proc.pid, 0) and False, timeout=10, what="the process group to exit")
+
+
+def _python_workers(pid: int) -> list:
+    """The Python worker daemon under spark-submit ``pid``, once the job's tasks have started it."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if any("entrypoints.daemon" in part for part in k.cmdline()):
+                out.append(k)
+        except psutil.Error:
+            pass
+    return out
 
 
 def _run(op, ctx):
