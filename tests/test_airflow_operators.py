@@ -11,10 +11,10 @@ import textwrap
 import threading
 import time
 
-import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from jobprocs import python_workers
 from tablerows import read_rows
 from test_airflow_unit import context
 
@@ -103,7 +103,7 @@ def test_on_kill_stops_the_job_and_aborts_the_txn(env, tmp_path):
     t.start()
     submit = _wait(lambda: op.spark_hook._current, what="spark-submit to start")
     proc = _wait(lambda: submit._submit_sp, what="the spark-submit process")
-    _wait(lambda: _python_workers(proc.pid), what="the job's Python tasks to start")
+    _wait(lambda: python_workers(proc.pid), what="the job's Python tasks to start")
     op.on_kill()
     t.join(120)
     assert not t.is_alive() and errors and "killed" in str(errors[0])
@@ -112,22 +112,6 @@ def test_on_kill_stops_the_job_and_aborts_the_txn(env, tmp_path):
     assert read_rows(ms, "s.t") == []
     with pytest.raises(ProcessLookupError):             # driver and Python workers are gone too
         _wait(lambda: os.killpg(proc.pid, 0) and False, timeout=10, what="the process group to exit")
-
-
-def _python_workers(pid: int) -> list:
-    """The Python worker daemon under spark-submit ``pid``, once the job's tasks have started it."""
-    try:
-        kids = psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-    out = []
-    for k in kids:
-        try:
-            if any("entrypoints.daemon" in part for part in k.cmdline()):
-                out.append(k)
-        except psutil.Error:
-            pass
-    return out
 
 
 def _run(op, ctx):
@@ -147,7 +131,7 @@ def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_pat
         from collections import defaultdict
         from airflow_hive_acid.operators import AcidInsertOperator
         ti = SimpleNamespace(dag_id="d", task_id="x", run_id="r", map_index=-1)
-        AcidInsertOperator(task_id="x", table="s.t", source={source(tmp_path, "x", range(1000))!r}).execute(
+        AcidInsertOperator(task_id="x", table="s.t", source={source(tmp_path, "x", range(3_000_000))!r}).execute(
             {{"ti": ti, "outlet_events": defaultdict(lambda: SimpleNamespace(extra={{}}))}})
     """)
     task = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "HIVE_ACID_SPARK_CONF": marker},
@@ -160,7 +144,7 @@ def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_pat
     try:
         _wait(lambda: ms.txns.find_txns("airflow:d.x.r"), what="the task's txn")
         _wait(job_pids, what="the job's spark-submit")
-        time.sleep(3)
+        _wait(lambda: python_workers(task.pid), what="the job's Python tasks")   # writing for seconds
         os.killpg(task.pid, signal.SIGKILL)            # the worker dies: no on_kill, no abort
         task.wait(10)
         [txn] = ms.txns.find_txns("airflow:d.x.r")

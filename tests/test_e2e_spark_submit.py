@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS
+from jobprocs import python_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 TRINO = CORPUS / "trinodb_trino/plugin/trino-hive/src/test/resources"
@@ -87,7 +89,8 @@ def test_register_a_hive_written_table_and_read_it(url, tmp_path):
 def test_killed_job_leaves_nothing_visible_and_its_txn_is_reaped(url, tmp_path):
     cli(url, "config", "hive.txn.timeout", "3")
     cli(url, "create-table", "app.k", "--columns", "id bigint")
-    pq.write_table(pa.table({"id": list(range(1000))}), tmp_path / "k.parquet")
+    # rows enough that the writer tasks run for seconds: the kill lands while they write
+    pq.write_table(pa.table({"id": np.arange(40_000_000, dtype=np.int64)}), tmp_path / "k.parquet")
     proc = subprocess.Popen([sys.executable, "-m", "airflow_hive_acid.cli", "--metastore", url, "insert", "app.k",
                              "--source", str(tmp_path / "k.parquet")], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,7 +100,8 @@ def test_killed_job_leaves_nothing_visible_and_its_txn_is_reaped(url, tmp_path):
         if shown and shown[0]["state"] == "OPEN":
             break
         time.sleep(0.5)
-    time.sleep(4)
+    while not python_workers(proc.pid) and time.time() < deadline:     # its tasks are writing
+        time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)   # the CLI, spark-submit, the JVM and its Python workers
     proc.wait()
     timed_out: list[int] = []

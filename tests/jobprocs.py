@@ -1,0 +1,20 @@
+"""Where a running job is: the tests that kill a job wait for its Python tasks, not for a fixed
+time that a faster job could outlast."""
+import psutil
+
+
+def python_workers(pid: int) -> list[psutil.Process]:
+    """The job's Python worker daemon among the descendants of ``pid`` (the CLI, the task or
+    spark-submit), once its first Python tasks have started it."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if any("entrypoints.daemon" in part for part in k.cmdline()):
+                out.append(k)
+        except psutil.Error:
+            pass
+    return out
