@@ -13,8 +13,10 @@ def python_workers(pid: int) -> list[psutil.Process]:
     out = []
     for k in kids:
         try:
-            if any("entrypoints.daemon" in part for part in k.cmdline()):
-                out.append(k)
+            cmd = k.cmdline()
         except psutil.Error:
-            pass
+            continue
+        # ``python -m ...entrypoints.daemon``; spark-submit and the JVM only name it in a --conf
+        if "-m" in cmd[:-1] and cmd[cmd.index("-m") + 1].endswith(".entrypoints.daemon"):
+            out.append(k)
     return out

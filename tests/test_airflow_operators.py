@@ -96,8 +96,9 @@ def _wait(pred, timeout=120, what="condition"):
 
 def test_on_kill_stops_the_job_and_aborts_the_txn(env, tmp_path):
     ms = env
-    # rows enough that the writer tasks run for seconds: the kill lands while they write
-    op = AcidInsertOperator(task_id="k", table="s.t", source=source(tmp_path, "k", range(3_000_000)))
+    # killed as its Python tasks start: nothing is published yet, and the files stay small enough for
+    # test_java_orc's read of everything the suite wrote should a kill ever come late
+    op = AcidInsertOperator(task_id="k", table="s.t", source=source(tmp_path, "k", range(200_000)))
     errors = []
     t = threading.Thread(target=lambda: errors.append(_run(op, context("k"))))
     t.start()
@@ -131,7 +132,7 @@ def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_pat
         from collections import defaultdict
         from airflow_hive_acid.operators import AcidInsertOperator
         ti = SimpleNamespace(dag_id="d", task_id="x", run_id="r", map_index=-1)
-        AcidInsertOperator(task_id="x", table="s.t", source={source(tmp_path, "x", range(3_000_000))!r}).execute(
+        AcidInsertOperator(task_id="x", table="s.t", source={source(tmp_path, "x", range(200_000))!r}).execute(
             {{"ti": ti, "outlet_events": defaultdict(lambda: SimpleNamespace(extra={{}}))}})
     """)
     task = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "HIVE_ACID_SPARK_CONF": marker},
@@ -144,7 +145,7 @@ def test_task_process_killed_outright_is_aborted_by_the_housekeeper(env, tmp_pat
     try:
         _wait(lambda: ms.txns.find_txns("airflow:d.x.r"), what="the task's txn")
         _wait(job_pids, what="the job's spark-submit")
-        _wait(lambda: python_workers(task.pid), what="the job's Python tasks")   # writing for seconds
+        _wait(lambda: python_workers(task.pid), what="the job's Python tasks")
         os.killpg(task.pid, signal.SIGKILL)            # the worker dies: no on_kill, no abort
         task.wait(10)
         [txn] = ms.txns.find_txns("airflow:d.x.r")

@@ -89,21 +89,17 @@ def test_register_a_hive_written_table_and_read_it(url, tmp_path):
 def test_killed_job_leaves_nothing_visible_and_its_txn_is_reaped(url, tmp_path):
     cli(url, "config", "hive.txn.timeout", "3")
     cli(url, "create-table", "app.k", "--columns", "id bigint")
-    # rows enough that the writer tasks run for seconds: the kill lands while they write
-    pq.write_table(pa.table({"id": np.arange(40_000_000, dtype=np.int64)}), tmp_path / "k.parquet")
+    pq.write_table(pa.table({"id": np.arange(200_000, dtype=np.int64)}), tmp_path / "k.parquet")
     proc = subprocess.Popen([sys.executable, "-m", "airflow_hive_acid.cli", "--metastore", url, "insert", "app.k",
                              "--source", str(tmp_path / "k.parquet")], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while time.time() < deadline:      # wait until the statement's txn is open and its job started
-        shown = json.loads(cli(url, "--json", "show", "transactions").stdout)
-        if shown and shown[0]["state"] == "OPEN":
-            break
-        time.sleep(0.5)
-    while not python_workers(proc.pid) and time.time() < deadline:     # its tasks are writing
+    while not python_workers(proc.pid) and time.time() < deadline:     # the job's Python tasks start
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)   # the CLI, spark-submit, the JVM and its Python workers
     proc.wait()
+    shown = json.loads(cli(url, "--json", "show", "transactions").stdout)
+    assert [t["state"] for t in shown] == ["OPEN"], "killed before its commit"
     timed_out: list[int] = []
     deadline = time.time() + 30          # its last heartbeat ages past the 3 s timeout
     while not timed_out and time.time() < deadline:
