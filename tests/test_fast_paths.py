@@ -203,3 +203,42 @@ def test_group_rows_by_integer_and_other_keys():
         for i in range(6):
             expected.setdefault(tuple(k[i].as_py() for k in keys), []).append(i)
         assert groups == expected
+
+
+def test_loads_merges_compactions_and_cleans_run_without_a_sql_session(sqlite_ms, spark, tmp_path):
+    """The jobs whose tasks only write files never make Spark's SQL session (``JobSpark``), which
+    costs a job ~0.6 s: a load, a bucket-by-bucket MERGE, minor and major compaction, a clean.
+    What they wrote reads back right through the usual (SQL) path."""
+    from airflow_hive_acid.jobs import Manifest
+    from airflow_hive_acid.spark.runner import run_job
+    from airflow_hive_acid.spark.session import JobSpark
+    from airflow_hive_acid.statements import StatementRunner
+
+    class NoSql(JobSpark):
+        @property
+        def session(self):
+            raise AssertionError("this job made Spark's SQL session")
+
+    def no_sql(spec):
+        run_job(NoSql(session=spark), spec).save(spec.manifest_path)
+        m = Manifest.load(spec.manifest_path)
+        m.raise_for_failure()
+        return m
+
+    plain = StatementRunner(sqlite_ms, no_sql, lock_wait=5)
+    sqlite_ms.catalog.create_table("db.nosql", "id bigint, v string", bucketed_by="id", buckets=4)
+    plain.run(Insert.from_dict({"source": _parquet(tmp_path / "base.parquet", id=list(range(40)),
+                                                   v=[f"v{i}" for i in range(40)])}), "db.nosql")
+    res = plain.run(Merge.from_dict({"source": _parquet(tmp_path / "chg.parquet", id=[1, 2, 99], v=["a", "b", "c"]),
+                                     "on": ["id"], "clauses": ["WHEN MATCHED THEN UPDATE SET v = s.v",
+                                                               "WHEN NOT MATCHED THEN INSERT *"]}), "db.nosql")
+    assert (res.manifest.rows_updated, res.manifest.rows_inserted) == (2, 1)
+    with pytest.raises(JobFailed, match="made Spark's SQL session"):      # a read needs Spark SQL
+        plain.read("db.nosql", Read.from_dict({"output": str(tmp_path / "r.jsonl")}))
+    want = {i: f"v{i}" for i in range(40)} | {1: "a", 2: "b", 99: "c"}
+    assert {r["id"]: r["v"] for r in read_rows(sqlite_ms, "db.nosql")} == want
+    c = Compactor(sqlite_ms, no_sql)
+    for kind in ("minor", "major"):
+        assert c.run_worker(cq_id=c.compact("db.nosql", type=kind)["id"]).state == "ready for cleaning"
+    assert [r.state for r in c.clean(table="db.nosql")] == ["succeeded"] * 2     # one per compaction
+    assert {r["id"]: r["v"] for r in read_rows(sqlite_ms, "db.nosql")} == want

@@ -14,11 +14,12 @@ from ..jobs.manifest import IngestOutput, Manifest
 from ..jobs.spec import Ingest, JobSpec
 from ..spark.runner import run_guarded
 from ..spark.scan import Table, scan_schema
+from ..spark.session import JobSpark
 from . import stream
 from .source import register
 
 
-def run_ingest(spark: SparkSession, spec: JobSpec) -> Manifest:
+def run_ingest(spark: SparkSession | JobSpark, spec: JobSpec) -> Manifest:
     """Run an :class:`~airflow_hive_acid.jobs.spec.Ingest` request to its end; each committed
     micro-batch is a progress line of the job's output."""
     handler = logging.StreamHandler(sys.stdout)
@@ -27,12 +28,13 @@ def run_ingest(spark: SparkSession, spec: JobSpec) -> Manifest:
     stream_log.addHandler(handler)
     stream_log.setLevel(logging.INFO)
     try:
-        return run_guarded(spark, spec, _ingest)
+        return run_guarded(spark if isinstance(spark, JobSpark) else JobSpark(session=spark), spec, _ingest)
     finally:
         stream_log.removeHandler(handler)
 
 
-def _ingest(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
+def _ingest(job: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
+    spark = job.session
     r = spec.request
     if not isinstance(r, Ingest):
         raise TypeError(f"run_ingest runs ingest requests, not {r.job}")

@@ -22,7 +22,6 @@ whatever is still there, so the caller only calls a compaction succeeded when fi
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -30,8 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-from pyspark.sql import SparkSession
-from pyspark.sql import types as T
+from pyspark import SparkContext
 
 from ..acid import fs as afs
 from ..acid.errors import AcidError
@@ -68,12 +66,9 @@ from ..acid.writer import compacted_events, write_acid_file
 from ..jobs.manifest import CleanOutput, CompactOutput, PartitionStats
 from ..jobs.spec import Clean, Compact, JobSpec, JobSpecError
 from .scan import Table
-from .tasks import task_frame, task_indices
+from .tasks import run_tasks
 
 MAJOR, MINOR = "major", "minor"
-_STATS = T.StructType([T.StructField("dir", T.StringType()), T.StructField("kind", T.StringType()),
-                       T.StructField("rows", T.LongType()), T.StructField("bytes", T.LongType())])
-_STATS_ARROW = pa.schema([("dir", pa.string()), ("kind", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])
 
 
 class CompactionJobError(AcidError):
@@ -93,7 +88,7 @@ def enough_to_compact(kind: str, state: AcidDirectory) -> str | None:
     return f"minor compaction needs more than one delta besides a single delta/delete-delta pair (deltas: {n})"
 
 
-def run_compaction(spark: SparkSession, spec: JobSpec, r: Compact) -> tuple[list[PartitionStats], CompactOutput]:
+def run_compaction(sc: SparkContext, spec: JobSpec, r: Compact) -> tuple[list[PartitionStats], CompactOutput]:
     """Compact one partition as ``r`` says; ``spec.txn_id`` is the compactor's txn,
     ``spec.write_id`` the highest write id to compact."""
     kind = r.type
@@ -127,7 +122,7 @@ def run_compaction(spark: SparkSession, spec: JobSpec, r: Compact) -> tuple[list
         outputs = {"delta": delta_name(lo, hwm, -1, txn), "delete_delta": delta_name(lo, hwm, -1, txn, delete=True)}
     staging = afs.join(root, afs.STAGING_DIR, f"txn_{txn}_compact_{uuid.uuid4().hex[:8]}")
     try:
-        rows = _run_tasks(spark, table, groups, wl, kind, outputs, afs.join(staging, part)) if groups else []
+        rows = _run_tasks(sc, table, groups, wl, kind, outputs, afs.join(staging, part)) if groups else []
         stats = _publish(fs, afs.join(staging, part), pdir, kind, outputs, rows, part)
     finally:
         afs.remove_dir(fs, staging)
@@ -136,28 +131,22 @@ def run_compaction(spark: SparkSession, spec: JobSpec, r: Compact) -> tuple[list
     return [stats], result
 
 
-def _run_tasks(spark: SparkSession, table: Table, groups: list[BucketGroup], wl: ValidWriteIdList, kind: str,
+def _run_tasks(sc: SparkContext, table: Table, groups: list[BucketGroup], wl: ValidWriteIdList, kind: str,
                outputs: dict[str, str], out_dir: str) -> list:
     location = table.spec.location
     columns = table.columns
     compression = table.spec.compression
     snapshot_text = wl.to_string()
 
-    def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def work(i: int) -> list[dict]:
         fs, _ = afs.filesystem_for(location)
         snap = ValidCompactorWriteIdList.parse(snapshot_text)
-        out = []
-        for i in task_indices(batches):
-            group = groups[i]
-            if kind == MAJOR:
-                out += _major_bucket(fs, group, snap, columns, afs.join(out_dir, outputs["base"]), compression)
-            else:
-                out += _minor_bucket(fs, group, snap, columns, out_dir, outputs, compression)
-        if out:
-            yield pa.RecordBatch.from_pylist(out, schema=_STATS_ARROW)
+        if kind == MAJOR:
+            return _major_bucket(fs, groups[i], snap, columns, afs.join(out_dir, outputs["base"]), compression)
+        return _minor_bucket(fs, groups[i], snap, columns, out_dir, outputs, compression)
 
     # one bucket per task: a bucket is the unit of output, and tasks this size are never tiny
-    return task_frame(spark, len(groups)).mapInArrow(work, _STATS).collect()
+    return run_tasks(sc, len(groups), work)
 
 
 def _read_rows(fs: pafs.FileSystem, group: BucketGroup, snap: ValidWriteIdList, columns: list) -> tuple[pa.Table, str]:
@@ -332,7 +321,7 @@ def _doomed(fs: pafs.FileSystem, table: Table, root: str, parts: list[str] | Non
     return out
 
 
-def run_clean(spark: SparkSession, spec: JobSpec, r: Clean) -> CleanOutput:
+def run_clean(spec: JobSpec, r: Clean) -> CleanOutput:
     """Delete what ``r.mode`` says may go and report what is still there.
 
     ``compaction``: obsolete and aborted directories up to ``r.highest_write_id`` of the given

@@ -17,8 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as po
 import pyarrow.parquet as pq
-from pyspark import TaskContext
-from pyspark.sql import SparkSession
+from pyspark import SparkContext
 
 from ..acid import fs as afs
 from ..acid.bucket_codec import MAX_BUCKET_ID
@@ -26,16 +25,14 @@ from ..jobs.manifest import PartitionStats
 from ..jobs.spec import SourceSpec
 from .dml import DmlError, check_source_files, source_columns
 from .scan import Table
-from .tasks import task_frame, task_indices
+from .tasks import run_tasks
 from .write import (
-    _STATS_SCHEMA,
     Placement,
     Stage,
     Statement,
     TaskFiles,
     _no_stage,
     publish,
-    stats_batch,
     written_rows,
 )
 
@@ -118,11 +115,11 @@ def conform_batch(table: Table, plan: Conform, batch: pa.RecordBatch) -> pa.Reco
     return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in table.all_columns])
 
 
-def task_splits(spark: SparkSession, splits: list[Split], max_tasks: int) -> list[list[Split]]:
+def task_splits(sc: SparkContext, splits: list[Split], max_tasks: int) -> list[list[Split]]:
     """Splits packed into tasks of about equal bytes: enough to use every core and to keep a
     task near ``TARGET_TASK_BYTES``, never more than ``max_tasks``."""
     total = sum(s.size for s in splits)
-    cores = spark.sparkContext.defaultParallelism
+    cores = sc.defaultParallelism
     n = -(-max(1, -(-total // TARGET_TASK_BYTES)) // cores) * cores       # a multiple of the cores
     n = max(1, min(n, max_tasks, len(splits)))
     tasks: list[list[Split]] = [[] for _ in range(n)]
@@ -134,22 +131,20 @@ def task_splits(spark: SparkSession, splits: list[Split], max_tasks: int) -> lis
     return [sorted(t, key=lambda s: (s.path, s.pieces)) for t in tasks if t]
 
 
-def run_load(spark: SparkSession, stmt: Statement, splits: list[Split], static: dict[str, str],
+def run_load(sc: SparkContext, stmt: Statement, splits: list[Split], static: dict[str, str],
              overwrite_partitions: list[str], stage: Stage = _no_stage) -> list[PartitionStats]:
     """The load tasks of one INSERT ("write"), then its directories published ("publish")."""
     table = stmt.table
     plan = conform_plan(table, source_schema(splits[0]), static) if splits else None
     max_tasks = len(stmt.statement_ids) if table.spec.num_buckets else MAX_BUCKET_ID + 1
-    tasks = task_splits(spark, splits, max_tasks)
+    tasks = task_splits(sc, splits, max_tasks)
     fs, root = table.fs_and_root
     staging = stmt.staging()
     try:
         rows: list[dict] = []
         with stage("write") as progress:
             if tasks:
-                out = task_frame(spark, len(tasks)).mapInArrow(_load_task(stmt, staging, plan, tasks),
-                                                               _STATS_SCHEMA).collect()
-                rows = [r.asDict() for r in out]
+                rows = run_tasks(sc, len(tasks), _load_task(stmt, staging, plan, tasks))
             progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows, overwrite_partitions)
@@ -161,16 +156,13 @@ def _load_task(stmt: Statement, staging: str, plan: Conform | None,  # type: ign
                tasks: list[list[Split]]):
     table = stmt.table
 
-    def load(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def load(task: int) -> list[dict]:
         fs, _ = afs.filesystem_for(table.spec.location)
-        files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), Placement.PER_TASK)
-        for task in task_indices(batches):
-            for split in tasks[task]:
-                for batch in read_split(split):
-                    files.add(conform_batch(table, plan, batch))
-        out = files.close()
-        if out:
-            yield stats_batch(out)
+        files = TaskFiles(stmt, staging, fs, task, Placement.PER_TASK)
+        for split in tasks[task]:
+            for batch in read_split(split):
+                files.add(conform_batch(table, plan, batch))
+        return files.close()
 
     return load
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-from pyspark import TaskContext
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -42,10 +42,10 @@ from ..jobs.spec import MergeClause, SnapshotSpec, SourceSpec
 from . import arrowexpr as ax
 from . import dml, load
 from .scan import Table, partition_values, plan_scan
-from .tasks import task_frame, task_indices
+from .session import JobSpark
+from .tasks import run_tasks, task_frame, task_indices
 from .types import ROW_ID_SPARK, spark_type
 from .write import (
-    _STATS_SCHEMA,
     ACTION,
     BUCKET,
     DELETE,
@@ -60,7 +60,6 @@ from .write import (
     group_rows,
     partition_name,
     publish,
-    stats_batch,
     write_statement,
     written_rows,
 )
@@ -68,7 +67,7 @@ from .write import (
 MAX_SOURCE_FILE_BYTES = 256 * 1024 * 1024
 
 
-def run_merge(spark: SparkSession, stmt: Statement, snapshot: SnapshotSpec, source: SourceSpec,
+def run_merge(spark: JobSpark, stmt: Statement, snapshot: SnapshotSpec, source: SourceSpec,
               on: list[str] | str, clauses: list[MergeClause], exclude: tuple[int, frozenset[int]],
               stage: Stage = _no_stage) -> list[PartitionStats]:
     """Run the MERGE of ``stmt``: plan ("plan"), write ("write") and publish ("publish")."""
@@ -84,13 +83,14 @@ def run_merge(spark: SparkSession, stmt: Statement, snapshot: SnapshotSpec, sour
                     if rows is not None else None)
             program = arrow_program(plan, clauses) if plan is not None else None
             if plan is None:
-                events = dml.merge_events(table, dml.spark_join(spark, table, snapshot, dml.load_source(spark, source),
+                events = dml.merge_events(table, dml.spark_join(spark.session, table, snapshot,
+                                                                dml.load_source(spark.session, source),
                                                                 on, keys, needed, kinds, exclude), clauses)
             elif program is None:
-                events = dml.merge_events(table, joined_rows(spark, plan), clauses)
+                events = dml.merge_events(table, joined_rows(spark.session, plan), clauses)
         if program is not None:
-            return run_in_arrow(spark, stmt, plan, program, stage)
-        return write_statement(spark, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (),
+            return run_in_arrow(spark.sc, stmt, plan, program, stage)
+        return write_statement(spark.session, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (),
                                stage)
     finally:
         afs.remove_dir(fs, source_dir)
@@ -104,7 +104,7 @@ class Source:
     batches: Iterable[pa.RecordBatch]
 
 
-def source_rows(spark: SparkSession, table: Table, source: SourceSpec, keys: list[str],
+def source_rows(spark: JobSpark, table: Table, source: SourceSpec, keys: list[str],
                 clauses: list[MergeClause]) -> Source | None:
     """The source as Arrow batches, with Spark's types, if this MERGE can run bucket by bucket;
     else None (not bucketed, keys not covering the bucket and partition columns, an INSERT
@@ -127,7 +127,7 @@ def source_rows(spark: SparkSession, table: Table, source: SourceSpec, keys: lis
         schema = load.source_schema(splits[0])
         batches: Iterable[pa.RecordBatch] = (b for s in splits for b in load.read_split(s))
     else:
-        df = dml.load_source(spark, source)
+        df = dml.load_source(spark.session, source)
         if dml.estimated_bytes(df) > dml.BROADCAST_SOURCE_BYTES:
             return None
         rows = df.toArrow()
@@ -219,7 +219,7 @@ def joined_rows(spark: SparkSession, plan: BucketPlan) -> DataFrame:
     return task_frame(spark, len(plan.tasks)).mapInArrow(_join_task(plan), schema)
 
 
-def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program: list[ClauseProgram],
+def run_in_arrow(sc: SparkContext, stmt: Statement, plan: BucketPlan, program: list[ClauseProgram],
                  stage: Stage) -> list[PartitionStats]:
     """Each task joins, evaluates the clauses and writes its bucket: nothing crosses the JVM."""
     fs, root = stmt.table.fs_and_root
@@ -228,9 +228,7 @@ def run_in_arrow(spark: SparkSession, stmt: Statement, plan: BucketPlan, program
         rows: list[dict] = []
         with stage("write") as progress:
             if plan.tasks:
-                out = task_frame(spark, len(plan.tasks)).mapInArrow(_merge_task(stmt, staging, plan, program),
-                                                                    _STATS_SCHEMA)
-                rows = [r.asDict() for r in out.collect()]
+                rows = run_tasks(sc, len(plan.tasks), _merge_task(stmt, staging, plan, program))
             progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows)
@@ -397,10 +395,8 @@ def merge_groups(stmt: Statement, staging: str, plan: BucketPlan, program: list[
 
 
 def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram]):  # type: ignore[no-untyped-def]
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = merge_groups(stmt, staging, plan, program, TaskContext.get().partitionId(), task_indices(batches))
-        if out:
-            yield stats_batch(out)
+    def run(task: int) -> list[dict]:
+        return merge_groups(stmt, staging, plan, program, task, [task])
 
     return run
 

@@ -19,21 +19,21 @@ from ..jobs.manifest import Manifest, ReadOutput
 from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
 from . import compact, dml, load, merge
 from .scan import Table, read_table, select_partitions
+from .session import JobSpark
 from .write import Placement, Statement, write_statement
 
 
-def run_job(spark: SparkSession, spec: JobSpec) -> Manifest:
+def run_job(spark: SparkSession | JobSpark, spec: JobSpec) -> Manifest:
     """Execute ``spec``; errors a user can act on come back in the manifest, not as a trace."""
-    return run_guarded(spark, spec, _dispatch)
+    return run_guarded(spark if isinstance(spark, JobSpark) else JobSpark(session=spark), spec, _dispatch)
 
 
-def run_guarded(spark: SparkSession, spec: JobSpec,
-                body: Callable[[SparkSession, JobSpec, Manifest], None]) -> Manifest:
+def run_guarded(spark: JobSpark, spec: JobSpec, body: Callable[[JobSpark, JobSpec, Manifest], None]) -> Manifest:
     """Validate ``spec``'s request and run ``body`` to fill its manifest; an error becomes the
     manifest's ``error`` (``bad_input`` for what the user must fix), with the job's time."""
     started = time.time()
     manifest = Manifest(job=spec.job, write_id=spec.write_id, statement_id=spec.statement_id,
-                        spark_app_id=spark.sparkContext.applicationId)
+                        spark_app_id=spark.sc.applicationId)
     try:
         spec.request.validate(spec.table)
         body(spark, spec, manifest)
@@ -57,22 +57,23 @@ def _spark_error(exc: Exception) -> str:
     return (text.strip().splitlines() or [type(exc).__name__])[0][:2000]
 
 
-def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
+def _dispatch(spark: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
+    """Run the job; only the steps that need Spark SQL make the session (``spark.session``)."""
     table = Table(spec.table)
     r = spec.request
     if isinstance(r, Read):
         with manifest.stage("scan") as progress:
-            manifest.output = read(spark, spec, table, r)
+            manifest.output = read(spark.session, spec, table, r)
             progress["rows"] = manifest.output.rows
         return
     if isinstance(r, Compact):
         with manifest.stage("compact") as progress:
-            manifest.partitions, manifest.output = compact.run_compaction(spark, spec, r)
+            manifest.partitions, manifest.output = compact.run_compaction(spark.sc, spec, r)
             progress["rows"] = manifest.output.rows
         return
     if isinstance(r, Clean):
         with manifest.stage("clean"):
-            manifest.output = compact.run_clean(spark, spec, r)
+            manifest.output = compact.run_clean(spec, r)
         return
     exclude = (spec.write_id, frozenset(spec.writer_statement_ids))
     overwrite = isinstance(r, Insert) and r.overwrite
@@ -89,18 +90,18 @@ def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
             # base_W has no statement id: a bucketed overwrite needs one writer per bucket (a shuffle)
             splits = None if overwrite and table.spec.num_buckets else load.load_splits(r.source)
         if splits is not None:
-            manifest.partitions = load.run_load(spark, stmt, splits, static, overwrite_parts, manifest.stage)
+            manifest.partitions = load.run_load(spark.sc, stmt, splits, static, overwrite_parts, manifest.stage)
             return
         with manifest.stage("plan"):
-            events = dml.insert(table, dml.conform_source(table, dml.load_source(spark, r.source), static))
+            events = dml.insert(table, dml.conform_source(table, dml.load_source(spark.session, r.source), static))
         placement = Placement.SHUFFLE if overwrite and table.spec.num_buckets else Placement.PER_TASK
     elif isinstance(r, Delete):
         with manifest.stage("plan"):
-            events = dml.delete(spark, table, spec.snapshot, r.where, exclude)
+            events = dml.delete(spark.session, table, spec.snapshot, r.where, exclude)
         placement = Placement.LOCAL
     elif isinstance(r, Update):
         with manifest.stage("plan"):
-            events = dml.update(spark, table, spec.snapshot, r.set, r.where, exclude)
+            events = dml.update(spark.session, table, spec.snapshot, r.set, r.where, exclude)
         placement = Placement.LOCAL
     elif isinstance(r, Merge):
         manifest.partitions = merge.run_merge(spark, stmt, spec.snapshot, r.source, r.on, r.clauses, exclude,
@@ -108,7 +109,7 @@ def _dispatch(spark: SparkSession, spec: JobSpec, manifest: Manifest) -> None:
         return
     else:
         raise JobSpecError(f"job {spec.job!r} is not a DML job")
-    manifest.partitions = write_statement(spark, stmt, events, placement, overwrite_parts, manifest.stage)
+    manifest.partitions = write_statement(spark.session, stmt, events, placement, overwrite_parts, manifest.stage)
 
 
 def read(spark: SparkSession, spec: JobSpec, table: Table, r: Read) -> ReadOutput:
@@ -139,7 +140,7 @@ def read(spark: SparkSession, spec: JobSpec, table: Table, r: Read) -> ReadOutpu
     return ReadOutput(count, r.output)
 
 
-def main(job: str, run: Callable[[SparkSession, JobSpec], Manifest] | None = None) -> None:
+def main(job: str, run: Callable[[JobSpark, JobSpec], Manifest] | None = None) -> None:
     """Entry point of ``entrypoints/<job>.py``: ``--spec-b64 SPEC``; ``run`` (default
     :func:`run_job`) makes the manifest, which goes to the spec's ``manifest_path``; exit status
     0 on success, 1 on a failed job."""
@@ -149,9 +150,8 @@ def main(job: str, run: Callable[[SparkSession, JobSpec], Manifest] | None = Non
     spec = JobSpec.from_json(base64.b64decode(args.spec_b64).decode())
     if spec.job != job:
         raise SystemExit(f"spec is for job {spec.job!r}, not {job!r}")
-    from .session import get_session
     started = time.perf_counter()
-    spark = get_session(f"hive-acid {job} {spec.table.name}")
+    spark = JobSpark(f"hive-acid {job} {spec.table.name}")
     session_s = time.perf_counter() - started
     print_progress(job, "session", session_s)
     manifest = (run or run_job)(spark, spec)
