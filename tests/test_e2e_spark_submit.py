@@ -225,3 +225,21 @@ def test_streaming_ingest_killed_mid_run_restarts_without_loss_or_duplicates(tmp
     got = sorted(r["id"] for r in read_rows(ms, "s.events"))
     assert got == list(range(800)), "every source row once"
     assert sum(b.rows for b in batches) == 800
+
+
+def test_a_load_that_makes_the_class_archive_leaves_sql_classes_in_it(url, tmp_path, monkeypatch):
+    """A load never makes the SQL session, yet when it is the job that dumps the driver's class
+    archive (the first on a machine) the archive must also hold what SQL jobs load
+    (``session.load_sql_classes``); else every later read, UPDATE and DELETE loads those classes
+    from the jars. The class names are symbols in the archive."""
+    from airflow_hive_acid.jobs.launcher import FastJvm
+
+    monkeypatch.setenv("HIVE_ACID_CACHE_DIR", str(tmp_path / "cache"))
+    pq.write_table(pa.table({"id": list(range(100))}), tmp_path / "src.parquet")
+    cli(url, "create-table", "app.nums", "--columns", "id bigint", "--bucketed-by", "id", "--buckets", "2")
+    r = json.loads(cli(url, "--json", "insert", "app.nums", "--source", str(tmp_path / "src.parquet")).stdout)
+    assert r["rows_inserted"] == 100 and [s["stage"] for s in r["stages"]][0] == "session"
+    archive = FastJvm().archive.read_bytes()
+    for cls in (b"PythonRDD", b"MapInArrowExec", b"BroadcastHashJoinExec", b"ParquetFileFormat"):
+        assert cls in archive, cls
+    assert sorted(x["id"] for x in rows(url, "app.nums")) == list(range(100))

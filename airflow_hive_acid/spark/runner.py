@@ -19,7 +19,7 @@ from ..jobs.manifest import Manifest, ReadOutput
 from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
 from . import compact, dml, load, merge
 from .scan import Table, read_table, select_partitions
-from .session import JobSpark
+from .session import JobSpark, dumps_class_archive, load_sql_classes
 from .write import Placement, Statement, write_statement
 
 
@@ -159,6 +159,11 @@ def main(job: str, run: Callable[[JobSpark, JobSpec], Manifest] | None = None) -
     manifest.save(spec.manifest_path)
     if not manifest.ok:
         print(f"hive-acid job failed: {manifest.error}", file=sys.stderr)
+    if dumps_class_archive(spark.sc):      # the first job on this machine: its archive serves all
+        try:
+            load_sql_classes(spark)
+        except Exception as exc:  # noqa: BLE001 - the job is done; a thinner archive only costs time
+            print(f"hive-acid: class archive warm-up failed: {_spark_error(exc)}", file=sys.stderr)
     # No spark.stop(): spark-submit stops the SparkContext once this driver exits, and pyspark's
     # stop() would first wait up to a second for its accumulator server to notice (docs/operations.md).
     sys.exit(0 if manifest.ok else 1)
