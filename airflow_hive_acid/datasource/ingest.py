@@ -28,7 +28,7 @@ def run_ingest(spark: SparkSession | JobSpark, spec: JobSpec) -> Manifest:
     stream_log.addHandler(handler)
     stream_log.setLevel(logging.INFO)
     try:
-        return run_guarded(spark if isinstance(spark, JobSpark) else JobSpark(session=spark), spec, _ingest)
+        return run_guarded(spark, spec, _ingest)
     finally:
         stream_log.removeHandler(handler)
 

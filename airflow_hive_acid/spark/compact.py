@@ -122,7 +122,7 @@ def run_compaction(sc: SparkContext, spec: JobSpec, r: Compact) -> tuple[list[Pa
         outputs = {"delta": delta_name(lo, hwm, -1, txn), "delete_delta": delta_name(lo, hwm, -1, txn, delete=True)}
     staging = afs.join(root, afs.STAGING_DIR, f"txn_{txn}_compact_{uuid.uuid4().hex[:8]}")
     try:
-        rows = _run_tasks(sc, table, groups, wl, kind, outputs, afs.join(staging, part)) if groups else []
+        rows = _run_tasks(sc, table, groups, wl, kind, outputs, afs.join(staging, part))
         stats = _publish(fs, afs.join(staging, part), pdir, kind, outputs, rows, part)
     finally:
         afs.remove_dir(fs, staging)

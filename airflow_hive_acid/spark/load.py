@@ -141,10 +141,8 @@ def run_load(sc: SparkContext, stmt: Statement, splits: list[Split], static: dic
     fs, root = table.fs_and_root
     staging = stmt.staging()
     try:
-        rows: list[dict] = []
         with stage("write") as progress:
-            if tasks:
-                rows = run_tasks(sc, len(tasks), _load_task(stmt, staging, plan, tasks))
+            rows = run_tasks(sc, len(tasks), _load_task(stmt, staging, plan, tasks))
             progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows, overwrite_partitions)

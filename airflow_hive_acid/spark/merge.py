@@ -225,10 +225,8 @@ def run_in_arrow(sc: SparkContext, stmt: Statement, plan: BucketPlan, program: l
     fs, root = stmt.table.fs_and_root
     staging = stmt.staging()
     try:
-        rows: list[dict] = []
         with stage("write") as progress:
-            if plan.tasks:
-                rows = run_tasks(sc, len(plan.tasks), _merge_task(stmt, staging, plan, program))
+            rows = run_tasks(sc, len(plan.tasks), _merge_task(stmt, staging, plan, program))
             progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows)

@@ -25,13 +25,17 @@ from .write import Placement, Statement, write_statement
 
 def run_job(spark: SparkSession | JobSpark, spec: JobSpec) -> Manifest:
     """Execute ``spec``; errors a user can act on come back in the manifest, not as a trace."""
-    return run_guarded(spark if isinstance(spark, JobSpark) else JobSpark(session=spark), spec, _dispatch)
+    return run_guarded(spark, spec, _dispatch)
 
 
-def run_guarded(spark: JobSpark, spec: JobSpec, body: Callable[[JobSpark, JobSpec, Manifest], None]) -> Manifest:
+def run_guarded(spark: SparkSession | JobSpark, spec: JobSpec,
+                body: Callable[[JobSpark, JobSpec, Manifest], None]) -> Manifest:
     """Validate ``spec``'s request and run ``body`` to fill its manifest; an error becomes the
-    manifest's ``error`` (``bad_input`` for what the user must fix), with the job's time."""
+    manifest's ``error`` (``bad_input`` for what the user must fix), with the job's time. A
+    SparkSession (tests, a user's own job) is taken as a JobSpark whose session is made."""
     started = time.time()
+    if not isinstance(spark, JobSpark):
+        spark = JobSpark(session=spark)
     manifest = Manifest(job=spec.job, write_id=spec.write_id, statement_id=spec.statement_id,
                         spark_app_id=spark.sc.applicationId)
     try:
