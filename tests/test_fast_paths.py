@@ -3,6 +3,9 @@ each write their own statement's files (no shuffle), MERGE bucket by bucket with
 Arrow or in Spark, against MERGE by Spark joins; tables they wrote read back, compact and read
 back again."""
 import json
+import platform
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -185,6 +188,46 @@ def test_fast_jvm_archive_is_made_once_then_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("HIVE_ACID_CACHE_DIR", "/proc/no-such-cache")
     assert FastJvm().conf({"a": "b"}) == {"a": "b"}
     assert FastJvm("cluster").conf({"a": "b"}) == {"a": "b"}, "a driver elsewhere gets nothing"
+
+
+_WRITE_THEN_RELEASE = """
+import os, sys, tempfile
+import numpy as np, psutil, pyarrow as pa, pyarrow.fs as pafs
+from airflow_hive_acid.acid.types import parse_columns
+from airflow_hive_acid.acid.writer import InsertFile
+from airflow_hive_acid.spark.tasks import release_task_memory
+
+ids = np.arange(250_000)
+rows = pa.table({"id": ids, "name": pa.array(np.char.add("name-", (ids * 7919 % 1000003).astype(str)))})
+files = [InsertFile(parse_columns("id bigint, name string"), 1, b, 0) for b in range(8)]
+for f in files:
+    f.write(rows)
+out = tempfile.mkdtemp()
+for b, f in enumerate(files):
+    f.close(pafs.LocalFileSystem(), os.path.join(out, str(b)))
+del files
+before = psutil.Process().memory_info().rss
+if sys.argv[1] == "release":
+    release_task_memory()
+print(before, psutil.Process().memory_info().rss)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="trims glibc's heap")
+def test_a_finished_task_returns_its_writers_memory():
+    """What a task's eight bucket writers freed stays in the process until the task releases it
+    (a reused worker's next task would grow the heap past it): in a fresh interpreter, closing
+    the files returns nothing, releasing returns most of it."""
+    def rss(mode: str) -> tuple[int, int]:
+        out = subprocess.run([sys.executable, "-c", _WRITE_THEN_RELEASE, mode], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).parent.parent)
+        before, after = map(int, out.stdout.split())
+        return before, after
+
+    before, after = rss("keep")
+    assert before - after < 8 << 20, "closed writers' memory came back without a release"
+    before, after = rss("release")
+    assert before - after > 40 << 20, f"released only {(before - after) >> 20} MiB"
 
 
 def test_group_rows_by_integer_and_other_keys():

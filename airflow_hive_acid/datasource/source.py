@@ -57,6 +57,7 @@ from ..spark.scan import (
     scan_request,
     scan_schema,
 )
+from ..spark.tasks import release_task_memory
 from ..spark.types import spark_type
 from ..spark.write import Placement, Statement, TaskFiles, publish
 from ..statements import LOAD_STATEMENT_IDS, abort_quietly, table_spec, write_stats
@@ -386,7 +387,9 @@ class HiveAcidWriter(DataSourceArrowWriter):
         files = TaskFiles(self.stmt, self.staging, fs, task, Placement.PER_TASK)
         for batch in iterator:
             files.add(conform_batch(table, self.plan, batch))
-        return _TaskFiles(files.close())
+        written = files.close()
+        release_task_memory()
+        return _TaskFiles(written)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         fs, root = self.stmt.table.fs_and_root

@@ -6,9 +6,14 @@ RDD job (:func:`run_tasks`): its first job starts in about 0.5 s, where a DataFr
 (``mapInArrow``) takes 1.2 s of SQL planning and Arrow set-up. Tasks whose rows feed more
 Spark (a scan, a join for Spark to finish) are the rows of a ``spark.range``
 (:func:`task_frame`); a DataFrame built from Python rows would ship them through the JVM's
-unpickler first, a third of a second of the first job's start."""
+unpickler first, a third of a second of the first job's start.
+
+A Python worker runs many tasks one after another, so every task that writes files hands the
+memory it freed back to the OS when it ends (:func:`release_task_memory`)."""
 from __future__ import annotations
 
+import ctypes
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -24,7 +29,33 @@ def run_tasks(sc: SparkContext, count: int, task: Callable[[int], Iterable[T]]) 
     the same i); what they yield, collected on the driver in task order."""
     if count <= 0:
         return []
-    return sc.parallelize(range(count), count).flatMap(task).collect()
+
+    def run(i: int) -> list[T]:
+        try:
+            return list(task(i))
+        finally:
+            release_task_memory()
+
+    return sc.parallelize(range(count), count).flatMap(run).collect()
+
+
+def release_task_memory() -> None:
+    """Return to the OS the heap a finished task freed. glibc keeps what the task's ORC writers
+    freed, and the next task in the same reused worker grows the heap past it, so a worker's peak
+    would grow with the number of tasks it runs (two 10M-row load tasks in one process: 655 MiB
+    peak, 514 MiB with this between them)."""
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim      # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None                                      # not glibc: no such heap to trim
 
 
 def task_frame(spark: SparkSession, tasks: int, slices: int | None = None) -> DataFrame:
