@@ -195,7 +195,7 @@ import os, sys, tempfile
 import numpy as np, psutil, pyarrow as pa, pyarrow.fs as pafs
 from airflow_hive_acid.acid.types import parse_columns
 from airflow_hive_acid.acid.writer import InsertFile
-from airflow_hive_acid.spark.tasks import release_task_memory
+from airflow_hive_acid.spark.tasks import release_freed_memory
 
 ids = np.arange(250_000)
 rows = pa.table({"id": ids, "name": pa.array(np.char.add("name-", (ids * 7919 % 1000003).astype(str)))})
@@ -208,7 +208,7 @@ for b, f in enumerate(files):
 del files
 before = psutil.Process().memory_info().rss
 if sys.argv[1] == "release":
-    release_task_memory()
+    release_freed_memory()
 print(before, psutil.Process().memory_info().rss)
 """
 

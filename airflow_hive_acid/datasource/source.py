@@ -57,7 +57,7 @@ from ..spark.scan import (
     scan_request,
     scan_schema,
 )
-from ..spark.tasks import release_task_memory
+from ..spark.tasks import release_freed_memory
 from ..spark.types import spark_type
 from ..spark.write import Placement, Statement, TaskFiles, publish
 from ..statements import LOAD_STATEMENT_IDS, abort_quietly, table_spec, write_stats
@@ -388,7 +388,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
         for batch in iterator:
             files.add(conform_batch(table, self.plan, batch))
         written = files.close()
-        release_task_memory()
+        release_freed_memory()
         return _TaskFiles(written)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -43,7 +43,7 @@ from . import arrowexpr as ax
 from . import dml, load
 from .scan import Table, partition_values, plan_scan
 from .session import JobSpark
-from .tasks import run_tasks, task_frame, task_indices
+from .tasks import release_freed_memory, run_tasks, task_frame, task_indices
 from .types import ROW_ID_SPARK, spark_type
 from .write import (
     ACTION,
@@ -200,6 +200,7 @@ def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: lis
             for i, (values, rows) in enumerate(groups):
                 slices.setdefault((partition_name(table, values[:-1]), int(values[-1])), []).append((name, i))
                 writer.write_batch(rows)
+        release_freed_memory()     # else each batch's freed decode buffers stay and the next grows past them
     # target groups: of the source's partitions only, unless unmatched target rows can act
     everything = "not_matched_by_source" in kinds
     parts_wanted = None if everything or not table.partition_columns else sorted({p for p, _ in slices})

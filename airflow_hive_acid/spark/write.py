@@ -47,7 +47,7 @@ from ..acid.writer import InsertFile, delete_events, write_acid_file
 from ..jobs.manifest import PartitionStats
 from ..jobs.spec import partition_value_text
 from .scan import Table
-from .tasks import release_task_memory
+from .tasks import release_freed_memory
 from .types import ROW_ID_SPARK, spark_type
 
 KIND = "__kind"        # "i" insert event, "d" delete event
@@ -402,7 +402,7 @@ def _writer(stmt: Statement, staging: str, placement: Placement):  # type: ignor
         for b in batches:
             files.add(b)
         out = files.close()
-        release_task_memory()
+        release_freed_memory()
         if out:
             yield stats_batch(out)
 
