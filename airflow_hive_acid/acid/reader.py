@@ -455,10 +455,10 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
     # small MERGE): less to decode, and a lower peak than the whole stripe at once.
     key = request.key_filter[0] if request.key_filter is not None else None
     key_first = key in row_names and len(row_cols) > 1
-    key_cols = [f"{ROW}.{row_names[key]}"] if key_first else row_cols
-    key_column = [c for c in request.columns if c.name == key]
+    first_cols = [f"{ROW}.{row_names[key]}"] if key_first else row_cols
+    key_column = [c for c in request.columns if c.name == key] if key_first else []
     for i in range(orc.nstripes):
-        batch = read_stripe(fs, orc, f, i, key_cols + event_cols, request)
+        batch = read_stripe(fs, orc, f, i, first_cols + event_cols, request)
         mask = None
         if f.check_validity:
             mask = valid_write_id_mask(batch.column(CURRENT_TRANSACTION).to_numpy(), snapshot)
