@@ -11,7 +11,7 @@ import pytest
 from conftest import CORPUS
 
 from airflow_hive_acid.acid import fs as afs
-from airflow_hive_acid.acid.reader import AcidReadError, ReadRequest, bucket_groups, read_bucket_group
+from airflow_hive_acid.acid.reader import AcidReadError, KeySet, ReadRequest, bucket_groups, read_bucket_group
 from airflow_hive_acid.acid.state import get_acid_state
 from airflow_hive_acid.acid.types import parse_columns
 from airflow_hive_acid.acid.writeids import ValidTxnList, ValidWriteIdList
@@ -70,18 +70,48 @@ def test_key_filtered_reads_keep_exactly_the_rows_of_their_keys(tmp_path):
         **{f"{d}/bucket_00000": TRINO / "nation_delete_deltas" / d / "bucket_00000"
            for d in ("delete_delta_0000003_0000003_0000", "delete_delta_0000004_0000004_0000")}})
     assert po.ORCFile(root / "delta_0000002_0000002_0000/bucket_00000").nstripes > 1
-    filters = [("n_nationkey", np.array([0, 5, 7, 24])), ("n_nationkey", np.array([], np.int64)),
-               ("n_nationkey", np.array([99])), ("n_name", pa.array(["ALGERIA", "CHINA", "NOWHERE"]))]
+    filters = [("n_nationkey", pa.array([0, 5, 7, 24])), ("n_nationkey", pa.array([], pa.int64())),
+               ("n_nationkey", pa.array([99, None])), ("n_nationkey", pa.array([-2_000_000_000, 3, 24])),
+               ("n_name", pa.array(["ALGERIA", "CHINA", "NOWHERE"]))]
     for write_ids in ("db.nation:4:9223372036854775807::", "db.nation:4:9223372036854775807::3"):
         for want in (None, ["n_nationkey", "n_comment"], ["n_nationkey"]):
             full = read(root, NATION, write_ids, want, True)
             for key, values in filters:
                 if want is not None and key not in want:
                     continue
-                got = read(root, NATION, write_ids, want, True, (key, values))
-                expected = full.filter(pc.is_in(full.column(key), value_set=pa.array(values, full.column(key).type)))
+                got = read(root, NATION, write_ids, want, True, (key, KeySet(values)))
+                expected = full.filter(pc.is_in(full.column(key), value_set=values.cast(full.column(key).type)))
                 assert got.to_pylist() == expected.to_pylist(), (write_ids, want, key)
-                assert got.num_rows == (1000 * sum(v in values.tolist() for v in full.column(key).unique().to_pylist()))
+                assert got.num_rows == (1000 * sum(v in values.to_pylist() for v in full.column(key).unique().to_pylist()))
+
+
+def test_a_key_set_matches_exactly_the_rows_arrow_finds_in_its_keys():
+    """Both forms of a key set (a bitmap over a small integer span, an Arrow value set
+    otherwise) agree with Arrow's is_in: NULLs on either side, the extremes of int64, other
+    integer widths, strings."""
+    rng = np.random.default_rng(3)
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    rows = pa.array(np.concatenate([rng.integers(-500, 500, 5000), [lo, hi, 0, -1]]).tolist() + [None])
+    cases = [
+        (pa.array(rng.integers(-300, 300, 200).tolist() + [None]), True),
+        (pa.array([lo, lo + 1, -1]), False),
+        (pa.array([hi - 3, hi]), True),
+        (pa.array([lo, hi]), False),
+        (pa.array([7]), True),
+        (pa.array([], pa.int64()), False),
+        (pa.array([None, None], pa.int64()), False),
+    ]
+    for keys, bitmap in cases:
+        ks = KeySet(keys)
+        assert ks.is_bitmap == bitmap, keys
+        expected = pc.fill_null(pc.is_in(rows, value_set=keys.drop_null()), False).to_numpy(zero_copy_only=False)
+        assert ks.contains(rows).tolist() == expected.tolist(), keys
+        assert ks.contains(pa.chunked_array([rows.slice(0, 10), rows.slice(10)])).tolist() == expected.tolist()
+    small = pa.array([-128, 5, 127, None], pa.int8())
+    assert KeySet(pa.array([5, 127], pa.int8())).contains(small).tolist() == [False, True, True, False]
+    words = KeySet(pa.array(["b", None, "c"]))
+    assert not words.is_bitmap and len(words) == 2
+    assert words.contains(pa.array(["a", "b", None, "c"])).tolist() == [False, True, False, True]
 
 
 def test_original_files_get_synthetic_row_ids_and_their_delete_applies(tmp_path):

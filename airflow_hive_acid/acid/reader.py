@@ -358,17 +358,68 @@ def read_stripe(fs: pafs.FileSystem, orc: po.ORCFile, f: DataFile, stripe: int, 
     return pa.RecordBatch.from_arrays(list(out.values()), names=list(out))
 
 
+class KeySet:
+    """The keys a key-filtered read keeps (a MERGE's source keys, pushed into its target's
+    reader). Integer keys whose span is small enough are a bitmap over that span: testing 2.5M
+    rows against 125k keys takes 15 ms, against 60-270 ms for a binary search (sorted or
+    shuffled rows) and 67 ms for Arrow's hash lookup, and building it takes 1 ms, not the 20 ms
+    of sorting the keys. Other keys are an Arrow value set. NULL keys match nothing."""
+
+    MAX_BITMAP_BYTES = 8 * 1024 * 1024     # or BITMAP_BYTES_PER_KEY per key, if that is more
+    BITMAP_BYTES_PER_KEY = 64
+
+    def __init__(self, values: pa.Array | pa.ChunkedArray):
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        values = values.drop_null()
+        self.size = len(values)
+        self._bits: np.ndarray | None = None
+        self._low = self._high = 0
+        self._values = values
+        if pa.types.is_integer(values.type) and self.size:
+            ints = values.to_numpy().astype(np.int64, copy=False)
+            low, high = int(ints.min()), int(ints.max())
+            span = high - low + 1
+            if (span + 7) // 8 <= max(self.MAX_BITMAP_BYTES, self.BITMAP_BYTES_PER_KEY * self.size):
+                offsets = ints - low
+                bits = np.zeros((span + 7) // 8, dtype=np.uint8)
+                np.bitwise_or.at(bits, offsets >> 3, np.left_shift(1, offsets & 7).astype(np.uint8))
+                self._bits, self._low, self._high = bits, low, high
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def is_bitmap(self) -> bool:
+        return self._bits is not None
+
+    def contains(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Whether each row's key is one of these keys (a bool per row)."""
+        if not self.size:
+            return np.zeros(len(column), dtype=bool)
+        if self._bits is None:
+            return pc.is_in(column, value_set=self._values).to_numpy(zero_copy_only=False)
+        valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+        if column.null_count:
+            column = pc.fill_null(column, self._low)
+        ids = column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        inside = (ids >= self._low) & (ids <= self._high)
+        offsets = np.where(inside, ids - self._low, 0)
+        hit = inside & ((self._bits[offsets >> 3] >> (offsets & 7).astype(np.uint8)) & 1).astype(bool)
+        return hit & valid if valid is not None else hit
+
+
 @dataclass(frozen=True)
 class ReadRequest:
     """What a reader task returns: these table columns (all if None), and ROW__ID if asked.
 
-    ``key_filter=(column, values)`` keeps only rows whose ``column`` is one of ``values``: a
-    MERGE's semi-join pushed into the reader, so unmatched rows never leave it."""
+    ``key_filter=(column, keys)`` keeps only rows whose ``column`` is in the :class:`KeySet`
+    ``keys``: a MERGE's semi-join pushed into the reader, so unmatched rows never leave it."""
 
     columns: list[Column]
     wanted: list[str] | None = None
     with_row_id: bool = False
-    key_filter: tuple[str, pa.Array | np.ndarray] | None = None   # ndarray: sorted integers
+    key_filter: tuple[str, KeySet] | None = None
     # Timestamps come back in this unit; ``exact`` refuses to drop nanosecond digits on the way
     # (the compactor's rewrite must not change a value; a Spark scan has microseconds anyway).
     timestamp_unit: str = "us"
@@ -377,19 +428,8 @@ class ReadRequest:
     def key_mask(self, batch: pa.RecordBatch) -> np.ndarray | None:
         if self.key_filter is None:
             return None
-        name, values = self.key_filter
-        col = batch.column(batch.schema.get_field_index(name))
-        if isinstance(values, np.ndarray):           # sorted integer keys: binary search
-            ids = col.to_numpy(zero_copy_only=False)
-            if col.null_count:
-                ids = np.where(col.is_valid().to_numpy(zero_copy_only=False), ids, values[0] if len(values) else 0)
-            if not len(values):
-                return np.zeros(len(ids), dtype=bool)
-            pos = np.searchsorted(values, ids)
-            pos[pos == len(values)] = 0
-            hit = values[pos] == ids
-            return hit & col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else hit
-        return pc.is_in(col, value_set=values).to_numpy(zero_copy_only=False)
+        name, keys = self.key_filter
+        return keys.contains(batch.column(batch.schema.get_field_index(name)))
 
     @property
     def out_columns(self) -> list[Column]:

@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 
 from ..acid import fs as afs
 from ..acid.bucketing import bucket_ids
-from ..acid.reader import ROW_ID_COLUMN, BucketGroup, ReadRequest, read_bucket_group
+from ..acid.reader import ROW_ID_COLUMN, BucketGroup, KeySet, ReadRequest, read_bucket_group
 from ..acid.schema import row_id_type
 from ..acid.writeids import ValidWriteIdList
 from ..jobs.manifest import PartitionStats
@@ -270,9 +270,7 @@ def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: 
     key_filter = None
     data_keys = [k for k in keys if k not in table.partition_names]
     if plan.how != "full outer" and len(data_keys) == 1:
-        values = src_keys[keys.index(data_keys[0])].drop_null()
-        key_filter = (data_keys[0], np.unique(values.to_numpy(zero_copy_only=False).astype(np.int64))
-                      if pa.types.is_integer(values.type) else pc.unique(values))
+        key_filter = (data_keys[0], KeySet(src_keys[keys.index(data_keys[0])]))
     request = ReadRequest(table.columns, data_cols, True, key_filter)
     batches = list(read_bucket_group(fs, group, snap, request)) if group.row_files or group.originals else []
     target = (pa.Table.from_batches(batches) if batches else

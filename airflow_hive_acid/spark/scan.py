@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -21,6 +20,7 @@ from ..acid.reader import (
     ROW_ID_COLUMN,
     AcidReadError,
     BucketGroup,
+    KeySet,
     ReadRequest,
     bucket_groups,
     insert_only_groups,
@@ -230,7 +230,7 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
         snap = ValidWriteIdList.parse(snapshot_text)
         req = request
         if keys_bc is not None:
-            req = replace(request, key_filter=(key_name, _key_set(_from_ipc(keys_bc.value))))
+            req = replace(request, key_filter=(key_name, KeySet(_from_ipc(keys_bc.value))))
         for i in task_indices(batches):
             yield from read_group(fs, t, groups[i], snap, req, arrow_fields, drop_first)
 
@@ -261,13 +261,6 @@ def _ipc(values: pa.Array) -> bytes:
 
 def _from_ipc(data: bytes) -> pa.Array:
     return pa.ipc.open_stream(data).read_all().column(0).combine_chunks()
-
-
-def _key_set(values: pa.Array) -> pa.Array | np.ndarray:
-    """Integer keys as a sorted array for binary search; other types stay an Arrow value set."""
-    if pa.types.is_integer(values.type):
-        return np.unique(values.drop_null().to_numpy(zero_copy_only=False).astype(np.int64))
-    return values
 
 
 def _arrow_of(f: T.StructField, t: Table) -> pa.DataType:
