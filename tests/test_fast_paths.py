@@ -199,12 +199,13 @@ from airflow_hive_acid.spark.tasks import release_freed_memory
 
 ids = np.arange(250_000)
 rows = pa.table({"id": ids, "name": pa.array(np.char.add("name-", (ids * 7919 % 1000003).astype(str)))})
-files = [InsertFile(parse_columns("id bigint, name string"), 1, b, 0) for b in range(8)]
+out = tempfile.mkdtemp()
+files = [InsertFile(parse_columns("id bigint, name string"), 1, b, 0, pafs.LocalFileSystem(), os.path.join(out, str(b)))
+         for b in range(8)]
 for f in files:
     f.write(rows)
-out = tempfile.mkdtemp()
-for b, f in enumerate(files):
-    f.close(pafs.LocalFileSystem(), os.path.join(out, str(b)))
+for f in files:
+    f.close()
 del files
 before = psutil.Process().memory_info().rss
 if sys.argv[1] == "release":

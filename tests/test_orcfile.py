@@ -296,9 +296,10 @@ def test_write_orc_with_metadata_acid_multi_stripe(compression):
 
 
 @pytest.mark.parametrize("pre_1970", [False, True], ids=["pyarrow", "switched-to-pyorc"])
-def test_spilled_writer_streams_the_same_file_as_the_in_memory_one(pre_1970):
-    """A file grown on local disk and streamed out holds exactly the bytes of one grown in
-    memory, footer metadata and the switch to exact timestamps included."""
+def test_spilled_writer_streams_the_same_file_as_the_in_memory_one(pre_1970, tmp_path):
+    """A file grown on local disk and streamed out, or grown at its destination and finished
+    there, holds exactly the bytes of one grown in memory, footer metadata and the switch to
+    exact timestamps included."""
     from airflow_hive_acid.acid.types import parse_type
     n = 60000
     batches = [pa.table({"id": pa.array(np.arange(i, i + n // 3, dtype=np.int64)),
@@ -318,6 +319,16 @@ def test_spilled_writer_streams_the_same_file_as_the_in_memory_one(pre_1970):
         assert w.finish_into(out, items) == len(out.getvalue())
         got.append(out.getvalue())
     assert got[0] == got[1]
+    in_place = tmp_path / "d" / "bucket_00000"
+    w = of.OrcStreamWriter(orc_type, stripe_size=32 * 1024, batch_size=1000, compression_block_size=65536,
+                           spill_path=str(in_place))
+    for b in batches:
+        w.write(b)
+        assert in_place.exists()
+    assert w.finish_in_place(items) == in_place.stat().st_size
+    assert in_place.read_bytes() == got[0]
+    with pytest.raises(of.OrcFileError, match="spill_path"):
+        of.OrcStreamWriter(orc_type, spill=True).finish_in_place(items)
     tail = of.read_file_tail(io.BytesIO(got[1]), len(got[1]), guess=1024)
     assert tail.user_metadata["big"] == b"x" * 200_000 and sum(tail.stripe_row_counts) == n > tail.stripe_row_counts[0]
     rows = list(_pyorc_reader(got[1]))

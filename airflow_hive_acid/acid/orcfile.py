@@ -27,6 +27,7 @@ and pyorc; this module parses only the tail it rewrites. No Spark, database or A
 from __future__ import annotations
 
 import io
+import os
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -666,7 +667,9 @@ class OrcStreamWriter:
 
     The file grows in memory, or with ``spill`` in an anonymous local temporary file, so that
     a writer task holding many large files open keeps only the stripes in progress in memory;
-    :meth:`finish_into` then streams it to its destination.
+    :meth:`finish_into` then streams it to its destination. With ``spill_path`` (a local
+    destination) it grows where it ends up and :meth:`finish_in_place` finishes it there: the
+    footer is patched on, nothing is copied (the copy was 5% of a 10M-row load task's time).
 
     ``orc_type`` is the file's type as Hive declares it (a struct of the columns):
     ``varchar(n)``/``char(n)`` columns are declared as such (values must already fit, chars
@@ -689,7 +692,7 @@ class OrcStreamWriter:
                  file_version: str = "0.12", compression_strategy: str = "speed",
                  dictionary_key_size_threshold: float = 0.0, padding_tolerance: float = 0.0,
                  bloom_filter_columns: list[int] | None = None, bloom_filter_fpp: float = 0.05,
-                 spill: bool = False) -> None:
+                 spill: bool = False, spill_path: str | None = None) -> None:
         if compression_block_size <= 0 or compression_block_size % MIN_COMPRESSION_BLOCK_SIZE:
             raise OrcFileError(f"compression_block_size {compression_block_size} is not a positive "
                                f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
@@ -702,8 +705,14 @@ class OrcStreamWriter:
             dictionary_key_size_threshold=dictionary_key_size_threshold,
             bloom_filter_columns=bloom_filter_columns, bloom_filter_fpp=bloom_filter_fpp)
         self._file_version = file_version
-        self._spill = spill
-        self._sink: Any = tempfile.TemporaryFile(prefix="hive-acid-orc-") if spill else pa.BufferOutputStream()
+        self._spill = spill or spill_path is not None
+        self.spill_path = spill_path
+        self._sink: Any
+        if spill_path is not None:
+            os.makedirs(os.path.dirname(spill_path), exist_ok=True)
+            self._sink = open(spill_path, "w+b")      # closed when finished
+        else:
+            self._sink = tempfile.TemporaryFile(prefix="hive-acid-orc-") if spill else pa.BufferOutputStream()
         self._arrow: Any = None                     # pyarrow.orc.ORCWriter while pyarrow writes
         self._exact: tuple[Any, BinaryIO] | None = None     # (pyorc.Writer, its sink) once it does
 
@@ -781,12 +790,9 @@ class OrcStreamWriter:
             return len(data)
         sink, string_types = self._close()
         try:
-            size = sink.seek(0, io.SEEK_END)
-            tail = read_file_tail(sink, size)
-            new_tail = rewritten_tail(tail, items_fn, string_types=string_types,
-                                      calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+            footer_start, new_tail = self._new_tail(sink, items_fn, string_types)
             sink.seek(0)
-            left = tail.footer_start
+            left = footer_start
             while left:
                 chunk = sink.read(min(left, chunk_size))
                 if not chunk:
@@ -794,9 +800,34 @@ class OrcStreamWriter:
                 out.write(chunk)
                 left -= len(chunk)
             out.write(new_tail)
-            return tail.footer_start + len(new_tail)
+            return footer_start + len(new_tail)
         finally:
             sink.close()
+
+    def finish_in_place(self, items_fn: ItemsFn | Mapping[str, bytes | str] | None) -> int:
+        """Finish a file grown at ``spill_path`` where it is, and return its size."""
+        if self.spill_path is None:
+            raise OrcFileError("finish_in_place needs a writer made with spill_path")
+        if self._exact is not None:                 # pyorc rewrote it into a temporary file
+            with open(self.spill_path, "wb") as out:
+                return self.finish_into(out, items_fn)
+        sink, string_types = self._close()
+        try:
+            footer_start, new_tail = self._new_tail(sink, items_fn, string_types)
+            sink.seek(footer_start)
+            sink.truncate()
+            sink.write(new_tail)
+            return footer_start + len(new_tail)
+        finally:
+            sink.close()
+
+    @staticmethod
+    def _new_tail(sink: Any, items_fn: ItemsFn | Mapping[str, bytes | str] | None,
+                  string_types: dict[int, tuple[int, int]]) -> tuple[int, bytes]:
+        """Where a spilled file's footer starts, and the footer with Hive's metadata to put there."""
+        tail = read_file_tail(sink, sink.seek(0, io.SEEK_END))
+        return tail.footer_start, rewritten_tail(tail, items_fn, string_types=string_types,
+                                                 calendar=CALENDAR_PROLEPTIC_GREGORIAN)
 
 
 # -- timestamps pyarrow cannot write or read -------------------------------------------------

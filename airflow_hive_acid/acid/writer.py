@@ -190,22 +190,26 @@ def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, columns: l
 
 
 class InsertFile:
-    """One file of inserted rows, written as they arrive: the insert events of one bucket of a
-    full-ACID statement (ROW__IDs counting on across batches), or, for an insert-only table,
-    the plain table columns. :meth:`close` adds Hive's footer metadata and stores the file.
-    The file grows on local disk, not in memory (a task writes many of them at once)."""
+    """One file of inserted rows at ``path``, written as they arrive: the insert events of one
+    bucket of a full-ACID statement (ROW__IDs counting on across batches), or, for an
+    insert-only table, the plain table columns. :meth:`close` adds Hive's footer metadata.
+    The file grows on local disk, not in memory (a task writes many of them at once): at its
+    destination on a local filesystem, else in a temporary file copied there at the end."""
 
-    def __init__(self, columns: list[Column], write_id: int, bucket: int, statement_id: int, *,
-                 base: bool = False, insert_only: bool = False, compression: str = DEFAULT_CODEC):
+    def __init__(self, columns: list[Column], write_id: int, bucket: int, statement_id: int,
+                 fs: pafs.FileSystem, path: str, *, base: bool = False, insert_only: bool = False,
+                 compression: str = DEFAULT_CODEC):
         statement_bucket_ok(bucket)
         self.columns, self.write_id, self.bucket, self.statement_id = columns, write_id, bucket, statement_id
         self.insert_only = insert_only
+        self.fs, self.path = fs, path
         if insert_only:
             orc_type = HiveType("struct", children=tuple(c.type for c in columns),
                                 field_names=tuple(c.name for c in columns))
         else:
             orc_type = acid_hive_type(columns)
         self._orc = OrcStreamWriter(orc_type, compression=compression, spill=True,
+                                    spill_path=path if isinstance(fs, pafs.LocalFileSystem) else None,
                                     stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE)
 
     @property
@@ -220,7 +224,7 @@ class InsertFile:
             self._orc.write(insert_events(rows, self.columns, self.write_id, self.bucket, self.statement_id,
                                           first_row_id=self._orc.rows))
 
-    def close(self, fs: pafs.FileSystem, path: str) -> WrittenFile:
+    def close(self) -> WrittenFile:
         n = self._orc.rows
         items: ItemsFn | None = None
         if not self.insert_only:
@@ -230,9 +234,12 @@ class InsertFile:
                 ends = np.cumsum(stripes) - 1
                 return hive_acid_metadata("".join(f"{self.write_id},{prop},{e};" for e in ends), n)
 
-        with open_output(fs, path) as out:
-            size = self._orc.finish_into(out, items)
-        return WrittenFile(path, n, size)
+        if self._orc.spill_path is not None:
+            size = self._orc.finish_in_place(items)
+        else:
+            with open_output(self.fs, self.path) as out:
+                size = self._orc.finish_into(out, items)
+        return WrittenFile(self.path, n, size)
 
 
 def statement_bucket_ok(bucket: int) -> None:

@@ -355,9 +355,11 @@ class TaskFiles:
         key = (part, bucket)
         if key not in self._inserts:
             spec = self.stmt.table.spec
+            name = f"{bucket:06d}_0" if spec.insert_only else bucket_file_name(bucket)
+            path = afs.join(self.staging, part, self.stmt.dir_name(INSERT, self.insert_statement), name)
             self._inserts[key] = (InsertFile(self.columns, self.stmt.write_id, bucket, self.insert_statement,
-                                             base=self.stmt.overwrite, insert_only=spec.insert_only,
-                                             compression=spec.compression), [0])
+                                             self.fs, path, base=self.stmt.overwrite,
+                                             insert_only=spec.insert_only, compression=spec.compression), [0])
         f, counts = self._inserts[key]
         f.write(rows.select([c.name for c in self.columns]))
         counts[0] += updates
@@ -372,11 +374,10 @@ class TaskFiles:
     def close(self) -> list[dict]:
         """Finish every file; one stats row per file written."""
         out = []
-        for (part, bucket), (f, counts) in self._inserts.items():
-            dir_name = self.stmt.dir_name(INSERT, self.insert_statement)
-            name = f"{bucket:06d}_0" if f.insert_only else bucket_file_name(bucket)
-            written = f.close(self.fs, afs.join(self.staging, part, dir_name, name))
-            out.append({"partition": part, "dir": dir_name, "kind": INSERT, "file": written.path,
+        for (part, _), (f, counts) in self._inserts.items():
+            written = f.close()
+            out.append({"partition": part, "dir": self.stmt.dir_name(INSERT, self.insert_statement),
+                        "kind": INSERT, "file": written.path,
                         "rows": written.rows, "updates": counts[0], "bytes": written.bytes})
         for (part, bucket), d in self._deletes.items():
             dir_name = self.stmt.dir_name(DELETE)
