@@ -69,6 +69,24 @@ def test_cli_statements_and_reads_through_spark_submit(url, tmp_path):
     assert [p["deltas"] for p in after["partitions"]] == [p["deltas"] for p in dirs["partitions"]]
 
 
+def test_a_package_in_the_working_directory_does_not_shadow_the_jobs_code(url, tmp_path):
+    """Spark starts the Python worker daemon with ``python -m``, which puts the working
+    directory first on the path: another ``airflow_hive_acid`` there (an older checkout) must
+    not be what the job's workers run."""
+    here = tmp_path / "elsewhere"
+    (here / "airflow_hive_acid").mkdir(parents=True)
+    (here / "airflow_hive_acid" / "__init__.py").write_text(
+        "raise ImportError('the airflow_hive_acid of the working directory was imported')\n")
+    pq.write_table(pa.table({"id": list(range(100))}), tmp_path / "ids.parquet")
+    cli(url, "create-table", "app.ids", "--columns", "id bigint", "--bucketed-by", "id", "--buckets", "2")
+    console = Path(sys.executable).parent / "hive-acid"         # its own directory first, not the cwd
+    proc = subprocess.run([str(console), "--metastore", url, "--json", "insert", "app.ids", "--source",
+                           str(tmp_path / "ids.parquet")], cwd=here, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["rows_inserted"] == 100
+    assert sorted(r["id"] for r in rows(url, "app.ids")) == list(range(100))
+
+
 def test_register_a_hive_written_table_and_read_it(url, tmp_path):
     import shutil
     root = tmp_path / "nation"

@@ -86,11 +86,16 @@ def spec_arguments(spec: JobSpec) -> list[str]:
 
 
 def job_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for spark-submit: SPARK_HOME, and this interpreter for driver and workers."""
+    """Environment for spark-submit: SPARK_HOME, and this interpreter for driver and workers.
+
+    ``PYTHONSAFEPATH``: Spark starts the worker daemon as ``python -m``, which would put the
+    working directory first on its path, so a directory holding another ``airflow_hive_acid``
+    (an older checkout) would give the workers other code than the driver."""
     env = dict(os.environ)
     env["SPARK_HOME"] = spark_home()
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    env.setdefault("PYTHONSAFEPATH", "1")
     env.update(extra or {})
     return env
 
