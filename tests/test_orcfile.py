@@ -6,7 +6,6 @@ import decimal
 import io
 import os
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -503,20 +502,8 @@ def test_corpus_nation_25k():
 # Java ORC (orc-core inside pyspark's jars)
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    from pyspark.find_spark_home import _find_spark_home
-    from pyspark.sql import SparkSession
-
-    os.environ["SPARK_HOME"] = _find_spark_home()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[1]").appName("test_orcfile")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "1")
-               .getOrCreate())
-    yield session
-    session.stop()
+# The Java reads use the suite's one SparkSession (conftest ``spark``): a session of this module
+# would be that same session (getOrCreate), and stopping it would stop it for every later test.
 
 
 def _java_read(spark, path: str, acid: bool = False) -> dict:
