@@ -372,22 +372,21 @@ class KeySet:
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         values = values.drop_null()
-        self.size = len(values)
         self._bits: np.ndarray | None = None
         self._low = self._high = 0
         self._values = values
-        if pa.types.is_integer(values.type) and self.size:
+        if pa.types.is_integer(values.type) and len(values):
             ints = values.to_numpy().astype(np.int64, copy=False)
             low, high = int(ints.min()), int(ints.max())
             span = high - low + 1
-            if (span + 7) // 8 <= max(self.MAX_BITMAP_BYTES, self.BITMAP_BYTES_PER_KEY * self.size):
+            if (span + 7) // 8 <= max(self.MAX_BITMAP_BYTES, self.BITMAP_BYTES_PER_KEY * len(values)):
                 offsets = ints - low
                 bits = np.zeros((span + 7) // 8, dtype=np.uint8)
                 np.bitwise_or.at(bits, offsets >> 3, np.left_shift(1, offsets & 7).astype(np.uint8))
                 self._bits, self._low, self._high = bits, low, high
 
     def __len__(self) -> int:
-        return self.size
+        return len(self._values)
 
     @property
     def is_bitmap(self) -> bool:
@@ -395,7 +394,7 @@ class KeySet:
 
     def contains(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Whether each row's key is one of these keys (a bool per row)."""
-        if not self.size:
+        if not len(self._values):
             return np.zeros(len(column), dtype=bool)
         if self._bits is None:
             return pc.is_in(column, value_set=self._values).to_numpy(zero_copy_only=False)
@@ -493,7 +492,7 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
     # A key-filtered read (a MERGE's target) decodes the key and the event columns first, and
     # the other columns of a stripe only for the rows it keeps (none, for most stripes of a
     # small MERGE): less to decode, and a lower peak than the whole stripe at once.
-    key = request.key_filter[0] if request.key_filter is not None else None
+    key, key_set = request.key_filter if request.key_filter is not None else (None, None)
     key_first = key in row_names and len(row_cols) > 1
     first_cols = [f"{ROW}.{row_names[key]}"] if key_first else row_cols
     key_column = [c for c in request.columns if c.name == key] if key_first else []
@@ -510,8 +509,8 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
                 gone = deletes.deleted_mask(ot, bp, rid)
                 mask = ~gone if mask is None else mask & ~gone
         if key_first:
-            keys = _rows_as_table_columns(batch.column(ROW), key_column, request, f.path)
-            keep = request.key_mask(pa.RecordBatch.from_arrays(keys, names=[key]))
+            keys = _rows_as_table_columns(batch.column(ROW), key_column, request, f.path)[0]
+            keep = key_set.contains(keys)
             mask = keep if mask is None else mask & keep
             if not mask.any():
                 continue
