@@ -8,14 +8,16 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from javaorc import native_rows, problems, written_orc_files
 
-from airflow_hive_acid.acid import orcfile
+from airflow_hive_acid.acid import bucket_codec, orcfile
 from airflow_hive_acid.acid.bucketing import bucket_id
+from airflow_hive_acid.acid.orcsplice import InsertEventColumns
 from airflow_hive_acid.acid.reader import BucketGroup, DataFile, ReadRequest, read_bucket_group
 from airflow_hive_acid.acid.schema import acid_hive_type
 from airflow_hive_acid.acid.types import parse_columns, parse_type
@@ -107,6 +109,39 @@ def test_many_stripes_statistics_and_key_index(java_orc, tmp_path):
         [result] = java_orc.read([path])
         assert problems(result) == [], name
         assert len(result["stripes"]) > 1 and len(result["hive_key_index"]) == len(result["stripes"]), name
+
+
+def test_spliced_insert_files_read_in_java(java_orc, tmp_path):
+    """Insert files whose ACID columns are spliced into pyarrow's stripes (acid/orcsplice.py), over
+    several stripes and each codec, with the row struct written by pyarrow or, from the first
+    pre-1970 fraction on, by pyorc."""
+    cols = parse_columns("id bigint, ts timestamp, v varchar(8), s struct<at:timestamp,note:varchar(4)>, x double")
+    pyarrow_safe = [v for v in EDGE_TIMESTAMPS if v is None or v.year >= 1970 or not v.microsecond]
+
+    def sample(timestamps: list) -> pa.Table:       # random doubles: stripes fill up
+        rows = edge_rows(2000, timestamps).select(["id", "ts", "v", "s"])
+        return rows.append_column("x", pa.array(np.random.default_rng(3).random(rows.num_rows)))
+
+    events = InsertEventColumns(9, bucket_codec.encode_v1(2, 1))
+    paths = []
+    for codec, name, rows in [*((c, "plain", sample(pyarrow_safe))
+                                for c in ("zlib", "zstd", "snappy", "lz4", "uncompressed")),
+                              ("zlib", "exact", sample(EDGE_TIMESTAMPS))]:
+        path = tmp_path / f"{codec}-{name}" / "delta_0000009_0000009_0001" / "bucket_00002"
+        path.parent.mkdir(parents=True)
+        writer = orcfile.OrcStreamWriter(acid_hive_type(cols), insert_events=events, compression=codec,
+                                         stripe_size=16 * 1024, batch_size=256, compression_block_size=65536,
+                                         spill_path=str(path))
+        for start in range(0, rows.num_rows, 7000):
+            part = insert_events(rows.slice(start, 7000), cols, 9, 2, 1)
+            writer.write(part.select(["row"]))
+        writer.finish_in_place(lambda stripes, n=rows.num_rows: orcfile.hive_acid_metadata(
+            "".join(f"9,{events.bucket_property},{e};" for e in np.cumsum(stripes) - 1), n))
+        paths.append(path)
+    for path, result in zip(paths, java_orc.read(paths)):
+        assert problems(result) == [], path
+        assert len(result["stripes"]) > 1, path
+        assert [r[3] for r in result["values"]] == list(range(len(result["values"]))), path
 
 
 def test_unrepresentable_timestamp_is_refused(tmp_path):

@@ -32,7 +32,7 @@ import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import lz4.block
 import numpy as np
@@ -42,6 +42,9 @@ import pyorc
 
 from .errors import AcidError
 from .types import HiveType
+
+if TYPE_CHECKING:
+    from .orcsplice import InsertEventColumns
 
 __all__ = [
     "OrcFileError", "UnsupportedCompressionError", "OrcTail",
@@ -684,6 +687,11 @@ class OrcStreamWriter:
     into negative nanoseconds, which Java ORC readers (Hive, Trino, Spark) refuse; from the
     first batch holding such a value on, the file is written through pyorc from exact
     (seconds, nanos) pairs, what pyarrow had written so far read back and written again.
+
+    With ``insert_events`` the file holds insert events (``orc_type`` the full ACID struct), and
+    :meth:`write` takes the ``row`` column alone: pyarrow writes the row struct, and the finish
+    splices in the five ACID columns (:mod:`.orcsplice`). A file that grows at ``spill_path``
+    then grows in a temporary file beside it and is copied there, stripe by stripe.
     """
 
     def __init__(self, orc_type: HiveType, *, compression: str = "zlib", stripe_size: int = DEFAULT_STRIPE_SIZE,
@@ -692,7 +700,8 @@ class OrcStreamWriter:
                  file_version: str = "0.12", compression_strategy: str = "speed",
                  dictionary_key_size_threshold: float = 0.0, padding_tolerance: float = 0.0,
                  bloom_filter_columns: list[int] | None = None, bloom_filter_fpp: float = 0.05,
-                 spill: bool = False, spill_path: str | None = None) -> None:
+                 spill: bool = False, spill_path: str | None = None,
+                 insert_events: InsertEventColumns | None = None) -> None:
         if compression_block_size <= 0 or compression_block_size % MIN_COMPRESSION_BLOCK_SIZE:
             raise OrcFileError(f"compression_block_size {compression_block_size} is not a positive "
                                f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
@@ -707,10 +716,14 @@ class OrcStreamWriter:
         self._file_version = file_version
         self._spill = spill or spill_path is not None
         self.spill_path = spill_path
+        self.insert_events = insert_events
         self._sink: Any
         if spill_path is not None:
             os.makedirs(os.path.dirname(spill_path), exist_ok=True)
-            self._sink = open(spill_path, "w+b")      # closed when finished
+            if insert_events is None:
+                self._sink = open(spill_path, "w+b")      # closed when finished
+            else:                                       # the row struct's file, spliced into spill_path
+                self._sink = tempfile.TemporaryFile(prefix="hive-acid-orc-", dir=os.path.dirname(spill_path))
         else:
             self._sink = tempfile.TemporaryFile(prefix="hive-acid-orc-") if spill else pa.BufferOutputStream()
         self._arrow: Any = None                     # pyarrow.orc.ORCWriter while pyarrow writes
@@ -722,7 +735,10 @@ class OrcStreamWriter:
         if self._exact is None and needs_exact_timestamps(table):
             self._switch_to_pyorc()
         if self._exact is not None:
-            self._exact[0].writerows(zip(*(_python_values(c.combine_chunks()) for c in table.columns)))
+            columns = [c.combine_chunks() for c in table.columns]
+            if self.insert_events is not None:
+                columns = self.insert_events.arrays(self.rows, table.num_rows) + columns
+            self._exact[0].writerows(zip(*(_python_values(c) for c in columns)))
         else:
             if self._arrow is None:
                 import pyarrow.orc as po
@@ -753,7 +769,11 @@ class OrcStreamWriter:
                 written: BinaryIO = self._sink
             else:
                 written = io.BytesIO(self._sink.getvalue().to_pybytes())
-            writer.writerows(pyorc.Reader(written, converters=EXACT_CONVERTERS))
+            rows: Iterable[tuple] = pyorc.Reader(written, converters=EXACT_CONVERTERS)
+            if self.insert_events is not None:          # (row,) -> (operation, ..., row)
+                acid = self.insert_events.columns()
+                rows = (tuple(first + i * step for first, step in acid) + r for i, r in enumerate(rows))
+            writer.writerows(rows)
             written.close()
         self._exact = (writer, sink)
 
@@ -777,6 +797,10 @@ class OrcStreamWriter:
             self.finish_into(out, items_fn)
             return out.getvalue()
         sink, string_types = self._close()
+        if self._splices:
+            out = io.BytesIO()
+            self._splice_into(io.BytesIO(sink.getvalue().to_pybytes()), out, items_fn, string_types)
+            return out.getvalue()
         return rewrite_footer(sink.getvalue(), items_fn, string_types=string_types,
                               calendar=CALENDAR_PROLEPTIC_GREGORIAN)
 
@@ -790,6 +814,8 @@ class OrcStreamWriter:
             return len(data)
         sink, string_types = self._close()
         try:
+            if self._splices:
+                return self._splice_into(sink, out, items_fn, string_types)
             footer_start, new_tail = self._new_tail(sink, items_fn, string_types)
             sink.seek(0)
             left = footer_start
@@ -808,8 +834,8 @@ class OrcStreamWriter:
         """Finish a file grown at ``spill_path`` where it is, and return its size."""
         if self.spill_path is None:
             raise OrcFileError("finish_in_place needs a writer made with spill_path")
-        if self._exact is not None:                 # pyorc rewrote it into a temporary file
-            with open(self.spill_path, "wb") as out:
+        if self._exact is not None or self._splices:    # it grew in a temporary file
+            with open(self.spill_path, "wb", buffering=0) as out:
                 return self.finish_into(out, items_fn)
         sink, string_types = self._close()
         try:
@@ -820,6 +846,21 @@ class OrcStreamWriter:
             return footer_start + len(new_tail)
         finally:
             sink.close()
+
+    @property
+    def _splices(self) -> bool:
+        """pyarrow wrote the row struct alone: the insert events' ACID columns are still to add."""
+        return self.insert_events is not None and self._exact is None
+
+    def _splice_into(self, src: BinaryIO, out: Any, items_fn: ItemsFn | Mapping[str, bytes | str] | None,
+                     string_types: dict[int, tuple[int, int]]) -> int:
+        from .orcsplice import splice_insert_columns
+
+        assert self.insert_events is not None
+        tail = splice_insert_columns(src, self.insert_events, out)
+        new_tail = rewritten_tail(tail, items_fn, string_types=string_types, calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+        out.write(new_tail)
+        return tail.footer_start + len(new_tail)
 
     @staticmethod
     def _new_tail(sink: Any, items_fn: ItemsFn | Mapping[str, bytes | str] | None,

@@ -27,6 +27,7 @@ from .orcfile import (
     hive_key_index,
     write_orc_with_metadata,
 )
+from .orcsplice import InsertEventColumns
 from .schema import DELETE_OPERATION, INSERT_OPERATION, acid_hive_type, acid_schema, row_struct
 from .types import Column, HiveType
 
@@ -208,9 +209,11 @@ class InsertFile:
                                 field_names=tuple(c.name for c in columns))
         else:
             orc_type = acid_hive_type(columns)
+        events = None if insert_only else InsertEventColumns(write_id, bucket_codec.encode_v1(bucket, statement_id))
         self._orc = OrcStreamWriter(orc_type, compression=compression, spill=True,
                                     spill_path=path if isinstance(fs, pafs.LocalFileSystem) else None,
-                                    stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE)
+                                    stripe_size=DEFAULT_BASE_STRIPE_SIZE if base else HIVE_DELTA_STRIPE_SIZE,
+                                    insert_events=events)
 
     @property
     def rows(self) -> int:
@@ -220,9 +223,9 @@ class InsertFile:
         if self.insert_only:
             names = [c.name for c in self.columns]
             self._orc.write(pa.Table.from_arrays(conform_rows(rows, self.columns), names=names))
-        else:
-            self._orc.write(insert_events(rows, self.columns, self.write_id, self.bucket, self.statement_id,
-                                          first_row_id=self._orc.rows))
+        else:                           # the row struct; the ACID columns are spliced in at close
+            row = pa.StructArray.from_arrays(conform_rows(rows, self.columns), fields=list(row_struct(self.columns)))
+            self._orc.write(pa.Table.from_arrays([row], names=["row"]))
 
     def close(self) -> WrittenFile:
         n = self._orc.rows
