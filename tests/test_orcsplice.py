@@ -193,3 +193,24 @@ def test_rle_v2_runs_decode_to_their_values(first, step, n):
     sink = pa.BufferOutputStream()
     po.write_table(pa.table({"v": np.arange(n, dtype=np.int64) * step + first}), sink, compression="uncompressed")
     assert raw in sink.getvalue().to_pybytes()
+
+
+def test_files_the_kernel_will_not_copy_between_are_copied_through_memory(tmp_path, monkeypatch):
+    """``copy_file_range`` can refuse (EXDEV, ENOSYS, an old kernel): the splice copies the
+    stripes itself, to the same bytes."""
+    import errno
+    import os
+
+    def write(path):
+        f = InsertFile(COLS, 3, 0, 0, pafs.LocalFileSystem(), str(path))
+        f.write(rows(30_000))
+        f.close()
+        return path.read_bytes()
+
+    by_kernel = write(tmp_path / "a" / "bucket_00000")
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    assert write(tmp_path / "b" / "bucket_00000") == by_kernel

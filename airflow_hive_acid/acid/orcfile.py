@@ -835,7 +835,7 @@ class OrcStreamWriter:
         if self.spill_path is None:
             raise OrcFileError("finish_in_place needs a writer made with spill_path")
         if self._exact is not None or self._splices:    # it grew in a temporary file
-            with open(self.spill_path, "wb", buffering=0) as out:
+            with open(self.spill_path, "wb") as out:
                 return self.finish_into(out, items_fn)
         sink, string_types = self._close()
         try:

@@ -107,17 +107,14 @@ def insert_events(rows: pa.Table | pa.RecordBatch, columns: list[Column], write_
                   statement_id: int, first_row_id: int = 0) -> pa.Table:
     """Insert events for ``rows`` (in this order): operation 0, ROW__ID (write id, bucket
     property, first_row_id, first_row_id + 1, ...), currentTransaction = write id."""
-    n = rows.num_rows
-    prop = bucket_codec.encode_v1(bucket, statement_id)
-    row = pa.StructArray.from_arrays(conform_rows(rows, columns), fields=list(row_struct(columns)))
-    return pa.Table.from_arrays([
-        pa.array(np.full(n, INSERT_OPERATION, dtype=np.int32)),
-        pa.array(np.full(n, write_id, dtype=np.int64)),
-        pa.array(np.full(n, prop, dtype=np.int32)),
-        pa.array(np.arange(first_row_id, first_row_id + n, dtype=np.int64)),
-        pa.array(np.full(n, write_id, dtype=np.int64)),
-        row,
-    ], schema=acid_schema(columns))
+    acid = InsertEventColumns(write_id, bucket_codec.encode_v1(bucket, statement_id))
+    return pa.Table.from_arrays([*acid.arrays(first_row_id, rows.num_rows), row_struct_array(rows, columns)],
+                                schema=acid_schema(columns))
+
+
+def row_struct_array(rows: pa.Table | pa.RecordBatch, columns: list[Column]) -> pa.StructArray:
+    """The ``row`` field of ``rows``' insert events (:func:`conform_rows`)."""
+    return pa.StructArray.from_arrays(conform_rows(rows, columns), fields=list(row_struct(columns)))
 
 
 def delete_events(orig_txn: np.ndarray, bucket_prop: np.ndarray, row_id: np.ndarray, columns: list[Column],
@@ -193,9 +190,11 @@ def write_acid_file(fs: pafs.FileSystem, path: str, events: pa.Table, columns: l
 class InsertFile:
     """One file of inserted rows at ``path``, written as they arrive: the insert events of one
     bucket of a full-ACID statement (ROW__IDs counting on across batches), or, for an
-    insert-only table, the plain table columns. :meth:`close` adds Hive's footer metadata.
-    The file grows on local disk, not in memory (a task writes many of them at once): at its
-    destination on a local filesystem, else in a temporary file copied there at the end."""
+    insert-only table, the plain table columns. :meth:`close` adds Hive's footer metadata, and
+    to insert events their ACID columns (:mod:`.orcsplice`: pyarrow writes only the rows).
+    The file grows on local disk, not in memory (a task writes many of them at once): in a
+    temporary file beside a local destination (insert-only: at the destination itself), or in
+    one anywhere for a remote filesystem, copied there at the end."""
 
     def __init__(self, columns: list[Column], write_id: int, bucket: int, statement_id: int,
                  fs: pafs.FileSystem, path: str, *, base: bool = False, insert_only: bool = False,
@@ -224,8 +223,7 @@ class InsertFile:
             names = [c.name for c in self.columns]
             self._orc.write(pa.Table.from_arrays(conform_rows(rows, self.columns), names=names))
         else:                           # the row struct; the ACID columns are spliced in at close
-            row = pa.StructArray.from_arrays(conform_rows(rows, self.columns), fields=list(row_struct(self.columns)))
-            self._orc.write(pa.Table.from_arrays([row], names=["row"]))
+            self._orc.write(pa.Table.from_arrays([row_struct_array(rows, self.columns)], names=["row"]))
 
     def close(self) -> WrittenFile:
         n = self._orc.rows
