@@ -1,5 +1,6 @@
 """MERGE of M changes into an N-row table (8 buckets): hive-acid (spark-submit) next to
-deltalake's merge and pyiceberg's upsert, on the same data in the same run; plus the read
+deltalake's merge and pyiceberg's upsert, on the same data in the same run; the bulk load alone,
+hive-acid and deltalake taking turns (medians of ``--load-repeats``); plus the read
 amplification of a table with 10 deltas and 5 delete deltas against a base-only table.
 
     python bench/merge.py [--rows 20000000] [--changes 1000000] [--workdir /tmp/hive-acid-bench]
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -128,10 +130,9 @@ print(json.dumps({{"merge_job_s": round(took, 2), "bytes_written": size,
 '''
 
 
-def deltalake(work: Path, base: Path, chg: Path) -> dict:
-    path = work / "delta"
+def deltalake_load(path: Path, base: Path) -> dict:
     shutil.rmtree(path, ignore_errors=True)
-    load = run_python(f"""
+    return run_python(f"""
 import json, time, pyarrow as pa, pyarrow.parquet as pq
 from deltalake import write_deltalake
 t0 = time.time()
@@ -139,10 +140,28 @@ f = pq.ParquetFile({str(base)!r})
 write_deltalake({str(path)!r}, pa.RecordBatchReader.from_batches(f.schema_arrow, f.iter_batches(batch_size=1_000_000)))
 print(json.dumps({{"t": time.time() - t0}}))
 """)
+
+
+def deltalake(work: Path, base: Path, chg: Path) -> dict:
+    path = work / "delta"
+    load = deltalake_load(path, base)
     m = run_python(DELTA_MERGE.format(path=str(path), chg=str(chg)))
     return {"system": "deltalake merge", "load_s": load["wall_s"], "merge_wall_s": m["wall_s"],
             "merge_job_s": m["merge_job_s"], "bytes_written": m["bytes_written"], "peak_mib": m["peak_mib"],
             "rows_updated": m["rows_updated"], "rows_inserted": m["rows_inserted"]}
+
+
+def interleaved_loads(work: Path, base: Path, buckets: int, repeats: int) -> list[dict]:
+    """The bulk load alone, hive-acid (bucketed and not) and deltalake taking turns ``repeats``
+    times: one slow run of either side, on a noisy machine, does not decide the ratio."""
+    walls: dict[str, list[float]] = {"hive-acid": [], "hive-acid unbucketed": [], "deltalake": []}
+    for _ in range(repeats):
+        walls["hive-acid"].append(hive_acid(work, base, base, buckets, merge=False)["load_s"])
+        walls["hive-acid unbucketed"].append(hive_acid(work, base, base, 0, merge=False)["load_s"])
+        walls["deltalake"].append(deltalake_load(work / "delta", base)["wall_s"])
+    delta = statistics.median(walls["deltalake"])
+    return [{"system": name, "load_s_runs": runs, "load_s_median": round(statistics.median(runs), 2),
+             "median_vs_delta": round(statistics.median(runs) / delta, 2)} for name, runs in walls.items()]
 
 
 ICEBERG_UPSERT = r'''
@@ -207,6 +226,8 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/hive-acid-bench")
     ap.add_argument("--only", default="hive-acid,deltalake,pyiceberg")
     ap.add_argument("--skip-amplification", action="store_true")
+    ap.add_argument("--load-repeats", type=int, default=3,
+                    help="turns of the load-only comparison (medians); 0 leaves it out")
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -247,12 +268,18 @@ def main() -> None:
     for r in rows:
         if "load_stages" in r:
             print(f"{r['system']}: load stages {r['load_stages']}; merge stages {r.get('merge_stages')}")
+    loads = None
+    if args.load_repeats and {"hive-acid", "deltalake"} <= set(systems):
+        loads = interleaved_loads(work, base, args.buckets, args.load_repeats)
+        print(f"\nLoad alone, the systems taking turns {args.load_repeats} times (medians)")
+        print_table(loads, ["system", "load_s_runs", "load_s_median", "median_vs_delta"])
     amp = None
     if not args.skip_amplification:
         from amplification import read_amplification
         amp = read_amplification(work, args.rows)
     out = write_results("merge", {"rows": args.rows, "changes": args.changes, "buckets": args.buckets,
-                                  "changed_rows_orc_bytes": orc_changed, "merge": rows, "read_amplification": amp})
+                                  "changed_rows_orc_bytes": orc_changed, "merge": rows, "loads": loads,
+                                  "read_amplification": amp})
     print(f"\nwritten to {out}")
 
 
