@@ -771,8 +771,8 @@ class OrcStreamWriter:
                 written = io.BytesIO(self._sink.getvalue().to_pybytes())
             rows: Iterable[tuple] = pyorc.Reader(written, converters=EXACT_CONVERTERS)
             if self.insert_events is not None:          # (row,) -> (operation, ..., row)
-                acid = self.insert_events.columns()
-                rows = (tuple(first + i * step for first, step in acid) + r for i, r in enumerate(rows))
+                events = self.insert_events
+                rows = (events.values(i) + r for i, r in enumerate(rows))
             writer.writerows(rows)
             written.close()
         self._exact = (writer, sink)
@@ -817,14 +817,7 @@ class OrcStreamWriter:
             if self._splices:
                 return self._splice_into(sink, out, items_fn, string_types)
             footer_start, new_tail = self._new_tail(sink, items_fn, string_types)
-            sink.seek(0)
-            left = footer_start
-            while left:
-                chunk = sink.read(min(left, chunk_size))
-                if not chunk:
-                    raise OrcFileError(f"spilled ORC file ended {left} bytes early")
-                out.write(chunk)
-                left -= len(chunk)
+            copy_range(sink, out, 0, footer_start, chunk_size)
             out.write(new_tail)
             return footer_start + len(new_tail)
         finally:
@@ -869,6 +862,17 @@ class OrcStreamWriter:
         tail = read_file_tail(sink, sink.seek(0, io.SEEK_END))
         return tail.footer_start, rewritten_tail(tail, items_fn, string_types=string_types,
                                                  calendar=CALENDAR_PROLEPTIC_GREGORIAN)
+
+
+def copy_range(src: BinaryIO, out: Any, offset: int, length: int, chunk_size: int = 8 * 1024 * 1024) -> None:
+    """Append ``length`` bytes of ``src`` from ``offset`` on to ``out``, a chunk at a time."""
+    src.seek(offset)
+    while length:
+        chunk = src.read(min(length, chunk_size))
+        if not chunk:
+            raise OrcFileError(f"ORC file ended {length} bytes early")
+        out.write(chunk)
+        length -= len(chunk)
 
 
 # -- timestamps pyarrow cannot write or read -------------------------------------------------

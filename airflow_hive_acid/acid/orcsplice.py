@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from .orcfile import (
     _FOOTER,
+    _TYPE,
     WT_LEN,
     WT_VARINT,
     OrcFileError,
@@ -37,6 +38,7 @@ from .orcfile import (
     RawField,
     _decode_packed_varints,
     compress_stream,
+    copy_range,
     decode_message,
     decompress_stream,
     encode_field,
@@ -71,6 +73,10 @@ class InsertEventColumns:
         """(first value, step) of each ACID column, in file order."""
         w = self.write_id
         return (INSERT_OPERATION, 0), (w, 0), (self.bucket_property, 0), (0, 1), (w, 0)
+
+    def values(self, row_id: int) -> tuple[int, ...]:
+        """The columns' values in the row whose rowId is ``row_id``."""
+        return tuple(first + row_id * step for first, step in self.columns())
 
     def arrays(self, first_row_id: int, n: int) -> list[pa.Array]:
         """The columns' values for rows ``first_row_id`` .. ``first_row_id + n - 1``."""
@@ -242,8 +248,7 @@ def splice_insert_columns(src: BinaryIO, events: InsertEventColumns, out: Binary
     footer = tail.footer
     stride = footer.get("row_index_stride", 0)
     types = [f for f in tail.footer_fields if f.number == 4]
-    root = decode_message(types[0].value, {1: ("kind", "uint", False), 2: ("subtypes", "uint", True),
-                                           3: ("field_names", "string", True)}) if types else {}
+    root = decode_message(types[0].value, _TYPE) if types else {}
     if root.get("kind") != _KIND_STRUCT or root.get("field_names") != ["row"] or root.get("subtypes") != [1]:
         raise OrcFileError(f"expected an ORC file of struct<row:struct<...>>, got root type {root}")
     cols = events.columns()
@@ -380,13 +385,7 @@ def _copier(src: BinaryIO, out: BinaryIO) -> Callable[[int, int], None]:
         src_fd = out_fd = -1
 
     def by_read(offset: int, length: int) -> None:
-        src.seek(offset)
-        while length:
-            chunk = src.read(min(length, 8 << 20))
-            if not chunk:
-                raise OrcFileError(f"ORC file ended {length} bytes early")
-            out.write(chunk)
-            length -= len(chunk)
+        copy_range(src, out, offset, length)
 
     if src_fd < 0 or not hasattr(os, "copy_file_range"):
         return by_read

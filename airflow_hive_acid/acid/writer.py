@@ -228,12 +228,13 @@ class InsertFile:
     def close(self) -> WrittenFile:
         n = self._orc.rows
         items: ItemsFn | None = None
-        if not self.insert_only:
-            prop = bucket_codec.encode_v1(self.bucket, self.statement_id)
+        events = self._orc.insert_events
+        if events is not None:
 
             def items(stripes: list[int]) -> dict[str, str]:     # the last ROW__ID of each stripe
                 ends = np.cumsum(stripes) - 1
-                return hive_acid_metadata("".join(f"{self.write_id},{prop},{e};" for e in ends), n)
+                return hive_acid_metadata(
+                    "".join(f"{events.write_id},{events.bucket_property},{e};" for e in ends), n)
 
         if self._orc.spill_path is not None:
             size = self._orc.finish_in_place(items)
