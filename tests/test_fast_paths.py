@@ -286,3 +286,49 @@ def test_loads_merges_compactions_and_cleans_run_without_a_sql_session(sqlite_ms
         assert c.run_worker(cq_id=c.compact("db.nosql", type=kind)["id"]).state == "ready for cleaning"
     assert [r.state for r in c.clean(table="db.nosql")] == ["succeeded"] * 2     # one per compaction
     assert {r["id"]: r["v"] for r in read_rows(sqlite_ms, "db.nosql")} == want
+
+
+def test_numpy_values_convert_without_importing_pyspark_testing(spark):
+    """The driver's py4j converters of NumPy values no longer import ``pyspark.testing.utils``
+    (pandas, protobufs) to learn that NumPy is installed; arrays and scalars still reach Java."""
+    import numpy as np
+    from py4j import protocol
+
+    from airflow_hive_acid.spark.session import cheap_numpy_converters
+
+    probe = subprocess.run([sys.executable, "-c", (
+        "import sys; from airflow_hive_acid.spark.session import cheap_numpy_converters\n"
+        "import numpy as np; from py4j import protocol\n"
+        "cheap_numpy_converters()\n"
+        "assert any(c.can_convert(np.array([1, 2])) for c in protocol.INPUT_CONVERTER)\n"
+        "assert any(c.can_convert(np.int64(3)) for c in protocol.INPUT_CONVERTER)\n"
+        "print(sorted(m for m in ('pyspark.testing.utils', 'pandas') if m in sys.modules))")],
+        capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "[]"
+    cheap_numpy_converters()
+    names = [type(c).__name__ for c in protocol.INPUT_CONVERTER]
+    assert "NumpyArrays" in names and "NumpyScalars" in names
+    assert "NumpyArrayConverter" not in names and "NumpyScalarConverter" not in names
+    jvm = spark.sparkContext._jvm
+    assert jvm.java.lang.Math.abs(np.int64(-3)) == 3
+    assert jvm.java.util.Arrays.toString(np.array([4, 5], dtype=np.int32)) == "[4, 5]"
+    assert not any(c.can_convert([1, 2]) for c in protocol.INPUT_CONVERTER if type(c).__name__ == "NumpyArrays")
+
+
+def test_job_workers_start_with_the_job_modules_imported(tmp_path):
+    """Workers fork from the job's daemon with pyarrow, pandas and the job modules already
+    imported (``spark/entrypoints/daemon.py``), instead of importing them in every worker."""
+    from airflow_hive_acid.jobs.launcher import FAST_START_CONF, job_env, spark_submit_binary
+
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys\n"
+        "from pyspark import SparkContext\n"
+        "sc = SparkContext.getOrCreate()\n"
+        "mods = ('pandas', 'pyarrow.parquet', 'airflow_hive_acid.spark.load', 'airflow_hive_acid.spark.merge')\n"
+        "print('PRELOADED', sc.parallelize([0], 1).map(lambda _: [m in sys.modules for m in mods]).collect())\n")
+    conf = [a for k, v in FAST_START_CONF.items() for a in ("--conf", f"{k}={v}")]
+    out = subprocess.run([spark_submit_binary(), "--master", "local[1]", *conf, str(script)], env=job_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "PRELOADED [[True, True, True, True]]" in out.stdout

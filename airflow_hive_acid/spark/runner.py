@@ -19,7 +19,7 @@ from ..jobs.manifest import Manifest, ReadOutput
 from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
 from . import compact, dml, load, merge
 from .scan import Table, read_table, select_partitions
-from .session import JobSpark, dumps_class_archive, load_sql_classes
+from .session import JobSpark, cheap_numpy_converters, dumps_class_archive, load_sql_classes
 from .write import Placement, Statement, write_statement
 
 
@@ -155,6 +155,7 @@ def main(job: str, run: Callable[[JobSpark, JobSpec], Manifest] | None = None) -
     if spec.job != job:
         raise SystemExit(f"spec is for job {spec.job!r}, not {job!r}")
     started = time.perf_counter()
+    cheap_numpy_converters()
     spark = JobSpark(f"hive-acid {job} {spec.table.name}")
     session_s = time.perf_counter() - started
     print_progress(job, "session", session_s)

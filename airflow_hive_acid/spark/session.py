@@ -1,6 +1,8 @@
 """The Spark a job runs in, with settings that suit ACID jobs."""
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -49,6 +51,33 @@ class JobSpark:
         if self._session is None:
             self._session = get_session(self.app_name)
         return self._session
+
+
+def cheap_numpy_converters() -> None:
+    """pyspark's py4j converters of NumPy values ask, on the driver's first Java call with
+    arguments, whether NumPy is installed by importing ``pyspark.testing.utils``, which imports
+    pandas and protobuf modules: 0.4 s of a job's start. The same converters, asking
+    ``sys.modules`` instead (a NumPy value means NumPy is imported), take their place."""
+    import sys
+
+    from py4j import protocol
+    from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
+
+    def numpy() -> Any:
+        return sys.modules.get("numpy")
+
+    class NumpyArrays(NumpyArrayConverter):
+        def can_convert(self, obj: object) -> bool:
+            np = numpy()
+            return np is not None and isinstance(obj, np.ndarray) and obj.ndim == 1
+
+    class NumpyScalars(NumpyScalarConverter):
+        def can_convert(self, obj: object) -> bool:
+            np = numpy()
+            return np is not None and isinstance(obj, np.generic)
+
+    cheap = {NumpyArrayConverter: NumpyArrays, NumpyScalarConverter: NumpyScalars}
+    protocol.INPUT_CONVERTER[:] = [cheap[type(c)]() if type(c) in cheap else c for c in protocol.INPUT_CONVERTER]
 
 
 def dumps_class_archive(sc: SparkContext) -> bool:
