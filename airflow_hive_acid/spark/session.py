@@ -1,11 +1,13 @@
 """The Spark a job runs in, with settings that suit ACID jobs."""
 from __future__ import annotations
 
-from typing import Any
+import sys
 
 import pyarrow as pa
+from py4j import protocol
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
 
 DEFAULTS = {
     # Reader and writer tasks exchange Arrow batches with the JVM (mapInArrow).
@@ -53,29 +55,27 @@ class JobSpark:
         return self._session
 
 
+class NumpyArrays(NumpyArrayConverter):
+    """pyspark's converter of NumPy arrays, asking ``sys.modules`` whether NumPy is loaded."""
+
+    def can_convert(self, obj: object) -> bool:
+        np = sys.modules.get("numpy")
+        return np is not None and isinstance(obj, np.ndarray) and obj.ndim == 1
+
+
+class NumpyScalars(NumpyScalarConverter):
+    """pyspark's converter of NumPy scalars, asking ``sys.modules`` whether NumPy is loaded."""
+
+    def can_convert(self, obj: object) -> bool:
+        np = sys.modules.get("numpy")
+        return np is not None and isinstance(obj, np.generic)
+
+
 def cheap_numpy_converters() -> None:
     """pyspark's py4j converters of NumPy values ask, on the driver's first Java call with
     arguments, whether NumPy is installed by importing ``pyspark.testing.utils``, which imports
     pandas and protobuf modules: 0.4 s of a job's start. The same converters, asking
     ``sys.modules`` instead (a NumPy value means NumPy is imported), take their place."""
-    import sys
-
-    from py4j import protocol
-    from pyspark.sql.types import NumpyArrayConverter, NumpyScalarConverter
-
-    def numpy() -> Any:
-        return sys.modules.get("numpy")
-
-    class NumpyArrays(NumpyArrayConverter):
-        def can_convert(self, obj: object) -> bool:
-            np = numpy()
-            return np is not None and isinstance(obj, np.ndarray) and obj.ndim == 1
-
-    class NumpyScalars(NumpyScalarConverter):
-        def can_convert(self, obj: object) -> bool:
-            np = numpy()
-            return np is not None and isinstance(obj, np.generic)
-
     cheap = {NumpyArrayConverter: NumpyArrays, NumpyScalarConverter: NumpyScalars}
     protocol.INPUT_CONVERTER[:] = [cheap[type(c)]() if type(c) in cheap else c for c in protocol.INPUT_CONVERTER]
 
