@@ -10,7 +10,7 @@ only when the OpenLineage listener asks them, so the provider stays optional
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attr
@@ -28,7 +28,8 @@ from openlineage.client.generated.base import OutputDatasetFacet
 
 from .acid.stats import WriteCounts
 from .assets import dataset_id, table_asset_uri
-from .metastore import TableInfo
+from .errors import NoSuchObjectError
+from .metastore import Metastore, TableInfo, WriteStat
 
 _SCHEMA_BASE = "https://github.com/airflow-hive-acid/airflow-hive-acid/blob/main/docs/lineage-facets.json"
 
@@ -105,6 +106,22 @@ def table_output(table: str, info: TableInfo | None = None, partitions: Sequence
             files=files, bytes=size, partitions=sorted({p.partition for p in partitions if p.partition}))
     return OutputDataset(namespace=namespace, name=name, facets={"schema": schema_facet(info)} if info else {},
                          outputFacets=output_facets)
+
+
+def tables_output(ms: Metastore, tables: Iterable[str], writes: Sequence[WriteStat] | None = None
+                  ) -> list[OutputDataset]:
+    """Each of ``tables`` as an output with its schema (if the table still exists) and, given
+    ``writes`` (a txn's recorded write stats), what the txn wrote to it: the datasets of a
+    transaction task, or of the cleaner."""
+    out = []
+    for table in dict.fromkeys(tables):
+        try:
+            info: TableInfo | None = ms.catalog.get_table(table)
+        except NoSuchObjectError:
+            info = None
+        mine = None if writes is None else [w for w in writes if f"{w.db}.{w.table}" == table]
+        out.append(table_output(table, info, mine))
+    return out
 
 
 def lineage(inputs: Sequence[Dataset] = (), outputs: Sequence[Dataset] = (),

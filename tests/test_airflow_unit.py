@@ -13,7 +13,7 @@ from airflow_hive_acid import get_provider_info
 from airflow_hive_acid.assets import convert_asset_to_openlineage, sanitize_uri, table_asset, table_asset_uri
 from airflow_hive_acid.heartbeat import HeartbeatLost
 from airflow_hive_acid.hooks import AcidMetastoreHook, AcidSparkHook
-from airflow_hive_acid.metastore import TxnState
+from airflow_hive_acid.metastore import TxnState, WriteStat
 from airflow_hive_acid.operators import (
     AcidAbortTransactionOperator,
     AcidBeginTransactionOperator,
@@ -144,16 +144,32 @@ def test_begin_commit_contract_and_retry_reuses_the_open_txn(env_ms):
     other = begin.execute(context("begin", run_id="manual__2"))
     assert other["txn_id"] != out["txn_id"]
 
+    both = [("hive-acid://s", "a"), ("hive-acid://s", "b")]
+    lineage = begin.get_openlineage_facets_on_complete(None)
+    assert sorted((o.namespace, o.name) for o in lineage.outputs) == both and not lineage.inputs
+    assert (lineage.run_facets["hiveAcid"].operation, lineage.run_facets["hiveAcid"].txnId) == ("begin", other["txn_id"])
+
     commit = AcidCommitTransactionOperator(task_id="commit", txn_id=str(out["txn_id"]), tables=["s.a"])
     assert [o.uri for o in commit.outlets] == ["hive-acid://s/a"]
+    ms.txns.add_writes(out["txn_id"], [WriteStat("s", "a", "", 1, rows_inserted=5, delta_files=1, delta_bytes=300)])
     ctx = context("commit")
     res = commit.execute(ctx)
     assert res["committed"] is True and ms.txns.get_txn(out["txn_id"]).state is TxnState.COMMITTED
+    lineage = commit.get_openlineage_facets_on_complete(None)
+    outputs = {o.name: o for o in lineage.outputs}
+    assert sorted(outputs) == ["a", "b"], "every table the txn held a write id on"
+    written = outputs["a"].outputFacets["hiveAcidWrite"]
+    assert (written.rowsInserted, written.files, written.bytes) == (5, 1, 300)
+    assert outputs["b"].outputFacets["hiveAcidWrite"].rowsInserted == 0
+    assert lineage.run_facets["hiveAcid"].committed is True
     assert commit.execute(context("commit"))["committed"] is True        # idempotent
 
     abort = AcidAbortTransactionOperator(task_id="abort", txn_id=other)   # the XCom dict works too
     assert abort.execute(context("abort"))["reason"] == "aborted by Airflow failure branch"
     assert ms.txns.get_txn(other["txn_id"]).state is TxnState.ABORTED
+    lineage = abort.get_openlineage_facets_on_complete(None)
+    assert sorted((o.namespace, o.name) for o in lineage.outputs) == both
+    assert (lineage.run_facets["hiveAcid"].operation, lineage.run_facets["hiveAcid"].committed) == ("abort", False)
     failing = AcidAbortTransactionOperator(task_id="abort3", txn_id=ms.txns.open_txn(), reason="bad", fail_task=True)
     from airflow.sdk.exceptions import AirflowFailException
     with pytest.raises(AirflowFailException, match="aborted: bad"):

@@ -109,10 +109,13 @@ def test_quickstart(airflow):
     events = airflow.lineage("hive_acid_quickstart")
     done = {task: next(e for e in evs if e["eventType"] == "COMPLETE") for task, evs in events.items()
             if any(e["eventType"] == "COMPLETE" for e in evs)}
-    assert {"load", "merge_changes", "delete_negative_balances", "compact", "show_table"} <= set(done)
+    assert {"create_table", "load", "merge_changes", "delete_negative_balances", "compact", "show_table"} <= set(done)
     table = ("hive-acid://demo", "customers")
     assert (convert_asset_to_openlineage(table_asset("demo.customers")).namespace,
             convert_asset_to_openlineage(table_asset("demo.customers")).name) == table, "the Asset's identity"
+    [created] = done["create_table"]["outputs"]
+    assert (created["namespace"], created["name"]) == table and [f["name"] for f in created["facets"]["schema"]["fields"]] \
+        == ["id", "name", "city", "balance"], "create-table reports the table with its schema"
     merge = done["merge_changes"]
     [out] = [o for o in merge["outputs"] if (o["namespace"], o["name"]) == table]
     assert [f["name"] for f in out["facets"]["schema"]["fields"]] == [
@@ -164,6 +167,9 @@ def test_gdpr_delete(airflow):
     assert {r["ds"] for r in orders} == {"2026-01-01", "2026-01-02", "2026-01-03"}
 
 
+ORDERS, TOTALS = "sales.restated_orders", "sales.daily_totals"
+
+
 def test_restatement_aborts_as_a_whole_then_commits(airflow):
     proc = airflow("hive_acid_restatement", "2026-01-02", {"inject_failure": True}, ok=False)
     assert proc.state == "failed" and "validation failed" in proc.stdout + proc.stderr
@@ -176,6 +182,16 @@ def test_restatement_aborts_as_a_whole_then_commits(airflow):
     assert [e["eventType"] for e in events["validate"]][-1] == "FAIL", "the failed run is reported"
     joined = next(e for e in events["restate_orders"] if e["eventType"] == "COMPLETE")["run"]["facets"]["hiveAcid"]
     assert (joined["txnId"], joined["committed"]) == (txn.txn_id, False), "written in the txn the abort ended"
+    both = {("hive-acid://sales", "restated_orders"), ("hive-acid://sales", "daily_totals")}
+    begun = next(e for e in events["begin"] if e["eventType"] == "COMPLETE")
+    assert {(o["namespace"], o["name"]) for o in begun["outputs"]} == both, "begin: the tables it opened the txn for"
+    assert all(o["facets"]["schema"]["fields"] for o in begun["outputs"])
+    assert begun["run"]["facets"]["hiveAcid"] == {**begun["run"]["facets"]["hiveAcid"], "operation": "begin",
+                                                  "txnId": txn.txn_id, "committed": False}
+    aborted = [e for e in events["abort"] if e["eventType"] == "FAIL"]    # fail_task=True: the run ends red
+    assert len(aborted) == 1 and {(o["namespace"], o["name"]) for o in aborted[0]["outputs"]} == both
+    assert aborted[0]["run"]["facets"]["hiveAcid"] == {**aborted[0]["run"]["facets"]["hiveAcid"],
+                                                       "operation": "abort", "txnId": txn.txn_id, "committed": False}
 
     airflow("hive_acid_restatement", "2026-01-03")
     orders = read_rows(ms, "sales.restated_orders")
@@ -184,6 +200,15 @@ def test_restatement_aborts_as_a_whole_then_commits(airflow):
     assert totals == [{"orders": 10, "amount": 55.0, "ds": "2026-01-03"}]
     events = airflow.asset_events("hive-acid://sales/daily_totals")
     assert events and events[-1]["rows_inserted"] == 1
+    [commit] = [e for e in airflow.lineage("hive_acid_restatement")["commit"] if e["eventType"] == "COMPLETE"]
+    run = commit["run"]["facets"]["hiveAcid"]
+    assert (run["operation"], run["committed"]) == ("commit", True)
+    writes = {f"{w.db}.{w.table}": w for w in ms.txns.writes_of(run["txnId"])}
+    assert set(writes) == {ORDERS, TOTALS}, "the commit reports the txn the metastore says wrote both tables"
+    written = {o["name"]: o["outputFacets"]["hiveAcidWrite"] for o in commit["outputs"]}
+    assert written == {"restated_orders": {**written["restated_orders"], "rowsInserted": 10, "partitions": ["ds=2026-01-03"]},
+                       "daily_totals": {**written["daily_totals"], "rowsInserted": 1, "partitions": ["ds=2026-01-03"]}}
+    assert written["restated_orders"]["bytes"] == sum(getattr(writes[ORDERS], f"{k}_bytes") for k in ("delta", "delete_delta", "base")) > 0
 
 
 def test_maintenance_compacts_and_cleans_then_report_runs(airflow):
@@ -196,6 +221,9 @@ def test_maintenance_compacts_and_cleans_then_report_runs(airflow):
     worker = next(e for e in airflow.lineage("hive_acid_maintenance")["compaction_worker"] if e["eventType"] == "COMPLETE")
     assert ("hive-acid://dim", "customer") in {(o["namespace"], o["name"]) for o in worker["outputs"]}
     assert worker["run"]["facets"]["hiveAcid"]["compactionId"] in {c.id for c in ms.compactions.show()}
+    cleaner = next(e for e in airflow.lineage("hive_acid_maintenance")["cleaner"] if e["eventType"] == "COMPLETE")
+    assert ("hive-acid://dim", "customer") in {(o["namespace"], o["name"]) for o in cleaner["outputs"]}
+    assert cleaner["run"]["facets"]["hiveAcid"]["operation"] == "clean"
     airflow("hive_acid_customer_report", "2026-01-02")
 
 

@@ -158,13 +158,22 @@ class AcidCleanerOperator(_CompactorOperator):
     def __init__(self, *, table: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.table = table
+        self._results: list[dict[str, Any]] = []
 
     @fails_fast
     def execute(self, context: Context) -> list[dict[str, Any]]:
         results = [r.to_dict() for r in self.compactor.clean(table=self.table or None)]
+        self._results = results
         for r in results:
             self.log.info("cleaner: %s", r)
         return results
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The tables the cleaner removed files from or tried to (outputs: their storage changed,
+        not their rows), one per table however many requests it ran for it."""
+        from ..lineage import HiveAcidRunFacet, lineage, tables_output
+        tables = [r["table"] for r in self._results]
+        return lineage([], tables_output(self.metastore_hook.metastore, tables), HiveAcidRunFacet(operation="clean"))
 
 
 class AcidHousekeeperOperator(AcidBaseOperator):

@@ -24,6 +24,7 @@ class AcidCreateTableOperator(AcidBaseOperator):
         self.table, self.columns, self.partitioned_by = table, columns, partitioned_by
         self.bucketed_by, self.buckets = bucketed_by, buckets
         self.location, self.properties, self.if_not_exists = location, dict(properties or {}), if_not_exists
+        self._info: Any = None
 
     @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
@@ -31,8 +32,16 @@ class AcidCreateTableOperator(AcidBaseOperator):
         info = ms.catalog.create_table(self.table, self.columns, partitioned_by=self.partitioned_by,
                                        bucketed_by=self.bucketed_by, buckets=self.buckets, location=self.location,
                                        properties=self.properties, if_not_exists=self.if_not_exists)
+        self._info = info
         self.log.info("table %s at %s", info.qualified_name, info.location)
         return info.to_dict()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as an output with its schema (the columns and partition columns it has, also
+        when it existed already); without it, after a failure, only the name."""
+        from ..lineage import lineage, table_output
+        info = self._info
+        return lineage([], [table_output(info.qualified_name, info) if info is not None else table_output(self.table)])
 
 
 class AcidReadOperator(AcidBaseOperator):

@@ -30,6 +30,7 @@ class AcidBeginTransactionOperator(AcidBaseOperator):
         if not tables:
             raise ValueError("AcidBeginTransactionOperator needs at least one table")
         self.tables = list(tables)
+        self._txn_id: int | None = None
 
     @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
@@ -43,10 +44,17 @@ class AcidBeginTransactionOperator(AcidBaseOperator):
             write_ids = ms.txns.allocate_write_ids(txn_id, tables)
         else:
             txn_id, write_ids = ms.txns.begin_write(tables, agent_info=key)
+        self._txn_id = txn_id
         snaps = ms.txns.snapshots(tables, txn_id=txn_id)
         self.log.info("transaction %s open; write ids %s", txn_id, write_ids)
         return {"txn_id": txn_id, "write_ids": write_ids,
                 "snapshot": {t: s.to_dict() for t, s in snaps.items()}}
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The tables the txn was opened to write (outputs, with their schemas) and the txn."""
+        from ..lineage import HiveAcidRunFacet, lineage, tables_output
+        return lineage([], tables_output(self.metastore_hook.metastore, self.tables),
+                       HiveAcidRunFacet(operation="begin", txnId=self._txn_id, committed=False))
 
 
 class AcidCommitTransactionOperator(AcidBaseOperator):
@@ -61,6 +69,8 @@ class AcidCommitTransactionOperator(AcidBaseOperator):
         super().__init__(**kwargs)
         self.txn_id = txn_id
         self.tables = list(tables or [])
+        self._txn_id: int | None = None
+        self._committed = False
 
     @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
@@ -68,7 +78,9 @@ class AcidCommitTransactionOperator(AcidBaseOperator):
         txn_id = parse_txn_id(self.txn_id)
         if txn_id is None:
             raise ValueError("AcidCommitTransactionOperator needs a txn_id")
+        self._txn_id = txn_id
         result = ms.txns.commit_txn(txn_id)
+        self._committed = True
         if result.already_committed:
             self.log.info("transaction %s was already committed", txn_id)
         writes = ms.txns.writes_of(txn_id)
@@ -77,6 +89,20 @@ class AcidCommitTransactionOperator(AcidBaseOperator):
             emit_asset_event(context, self.outlets, table, {"txn_id": txn_id, **extra})
         self.log.info("transaction %s committed: %s", txn_id, stats)
         return {"txn_id": txn_id, "committed": True, "tables": stats}
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Every table the committed txn wrote, with what the metastore recorded of its writes
+        (rows by kind, files, bytes, partitions); before a commit, the tables named."""
+        from ..lineage import HiveAcidRunFacet, lineage, tables_output
+        ms = self.metastore_hook.metastore
+        txn_id = self._txn_id
+        if txn_id is None or not self._committed:
+            return lineage([], tables_output(ms, self.tables),
+                           HiveAcidRunFacet(operation="commit", txnId=txn_id, committed=False))
+        writes = ms.txns.writes_of(txn_id)
+        tables = [*ms.txns.write_ids_of(txn_id), *(f"{w.db}.{w.table}" for w in writes)]
+        return lineage([], tables_output(ms, tables, writes),
+                       HiveAcidRunFacet(operation="commit", txnId=txn_id, committed=True))
 
 
 class AcidAbortTransactionOperator(AcidBaseOperator):
@@ -92,6 +118,8 @@ class AcidAbortTransactionOperator(AcidBaseOperator):
         self.txn_id = txn_id
         self.reason = reason
         self.fail_task = fail_task
+        self._txn_id: int | None = None
+        self._aborted = False
 
     @fails_fast
     def execute(self, context: Context) -> dict[str, Any]:
@@ -99,6 +127,7 @@ class AcidAbortTransactionOperator(AcidBaseOperator):
         txn_id = parse_txn_id(self.txn_id)
         if txn_id is None:
             raise ValueError("AcidAbortTransactionOperator needs a txn_id (did the begin task run?)")
+        self._txn_id = txn_id
         info = ms.txns.get_txn(txn_id)
         if info.state is TxnState.COMMITTED:
             raise RuntimeError(f"transaction {txn_id} is already committed and cannot be aborted")
@@ -107,10 +136,22 @@ class AcidAbortTransactionOperator(AcidBaseOperator):
         else:
             ms.txns.abort_txn(txn_id, self.reason)
             self.log.info("transaction %s aborted: %s", txn_id, self.reason)
+        self._aborted = True
         reason = ms.txns.get_txn(txn_id).reason
         if self.fail_task:
             raise AirflowFailException(f"transaction {txn_id} aborted: {reason}")
         return {"txn_id": txn_id, "aborted": True, "reason": reason}
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The tables the aborted txn held write ids on: none of its writes to them will ever be
+        visible. Also the ``FAIL`` event of ``fail_task=True`` (the provider falls back to this)."""
+        from ..lineage import HiveAcidRunFacet, lineage, tables_output
+        txn_id = self._txn_id
+        if txn_id is None or not self._aborted:
+            return lineage(run=HiveAcidRunFacet(operation="abort", txnId=txn_id))
+        ms = self.metastore_hook.metastore
+        return lineage([], tables_output(ms, ms.txns.write_ids_of(txn_id)),
+                       HiveAcidRunFacet(operation="abort", txnId=txn_id, committed=False))
 
 
 def summarize_writes(writes: Sequence[Any]) -> dict[str, dict[str, Any]]:
