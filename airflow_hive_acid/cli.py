@@ -282,11 +282,12 @@ def _compactor(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _submitter(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """spark-submit on this machine; the terminal gets the job's stage lines, warnings and errors
-    as they come (all of Spark's output with ``--verbose``)."""
+    """spark-submit on this machine; the terminal gets the job's stage lines as they come and a
+    failed job's error as the command's last line (all of Spark's output with ``--verbose``)."""
     from .jobs import LocalSubmitter
     return LocalSubmitter(master=getattr(args, "master", None), log=lambda line: print(line, file=sys.stderr),
-                          deploy_mode=getattr(args, "deploy_mode", None), verbose=getattr(args, "verbose", False))
+                          deploy_mode=getattr(args, "deploy_mode", None), verbose=getattr(args, "verbose", False),
+                          brief=True)
 
 
 def cmd_compact(args: argparse.Namespace) -> None:
@@ -628,7 +629,7 @@ def _spark_opts(s: argparse.ArgumentParser) -> None:
     s.add_argument("--deploy-mode", choices=["client", "cluster"],
                    help="where the Spark driver runs (spark-submit's --deploy-mode; default client)")
     s.add_argument("--verbose", action="store_true",
-                   help="show all of the Spark job's output (default: its stage lines, warnings and errors)")
+                   help="show all of the Spark job's output (default: its stage lines, and its error at the end)")
 
 
 def _compaction_parsers(sub: Any) -> None:

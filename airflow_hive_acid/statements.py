@@ -231,8 +231,7 @@ class StatementRunner:
             with fs.open_input_stream(p) as f:
                 return [json.loads(line) for line in f.read().decode().splitlines() if line]
         finally:
-            if afs.exists(fs, p):
-                fs.delete_file(p)
+            afs.remove_staged(fs, p)
 
 
 def abort_quietly(ms: Metastore, txn_id: int, reason: str, writes: list[WriteStat] = ()) -> None:

@@ -84,9 +84,31 @@ def test_insert_with_an_unsafe_partition_value_writes_nothing(runner, events, tm
     with pytest.raises(JobFailed, match=f"partition value '{bad}' for 'ds' contains"):
         runner.run(Insert(source=SourceSpec(path=str(path))), "db.events")
     assert table_files(events) == []
+    assert not events.exists() or not any(events.iterdir()), "not even an empty staging folder"
     assert not (events.parent / "evil").exists()
     [txn] = runner.ms.txns.show_transactions(include_committed=True)
     assert txn.state is TxnState.ABORTED
+
+
+def test_a_jobs_staging_goes_and_the_staging_folder_only_if_nothing_else_is_there(tmp_path):
+    import pyarrow.fs as pafs
+
+    from airflow_hive_acid.acid import fs as afs
+    local = pafs.LocalFileSystem()
+    staging = tmp_path / afs.STAGING_DIR
+    (staging / "job_a").mkdir(parents=True)
+    (staging / "job_a" / "manifest.json").write_text("{}")
+    (staging / "job_b").mkdir()                    # a concurrent job's folder
+    (staging / "read_c.jsonl").write_text("{}")
+    afs.remove_staged(local, str(staging / "job_a"))
+    assert sorted(p.name for p in staging.iterdir()) == ["job_b", "read_c.jsonl"]
+    afs.remove_staged(local, str(staging / "read_c.jsonl"))
+    assert [p.name for p in staging.iterdir()] == ["job_b"], "the other job's folder stays, and the staging folder"
+    afs.remove_staged(local, str(staging / "job_b"))
+    assert not staging.exists()
+    afs.remove_staged(local, str(staging / "job_b"))          # gone already, by another job: no error
+    (tmp_path / "empty").mkdir()
+    assert afs.remove_if_empty(local, str(tmp_path / "empty")) is True and not (tmp_path / "empty").exists()
 
 
 @pytest.mark.spark

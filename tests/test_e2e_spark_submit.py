@@ -29,8 +29,10 @@ def cli(url, *args, ok=True, timeout=300):
 
 
 def rows(url, table, *extra):
-    out = cli(url, "read", table, "--json", *extra).stdout
-    return [json.loads(x) for x in out.splitlines()]
+    proc = cli(url, "read", table, "--json", *extra)
+    noise = [line for line in proc.stderr.splitlines() if not line.startswith("hive-acid: ")]
+    assert not noise, f"a read prints its stage lines, not Spark's output: {noise}"
+    return [json.loads(x) for x in proc.stdout.splitlines()]
 
 
 @pytest.fixture
@@ -67,6 +69,14 @@ def test_cli_statements_and_reads_through_spark_submit(url, tmp_path):
     assert snap["aborted"] == [3]
     after = json.loads(cli(url, "--json", "dirs", "app.users").stdout)
     assert [p["deltas"] for p in after["partitions"]] == [p["deltas"] for p in dirs["partitions"]]
+    # partition values that would leave the table: the error in one line at the end, no Spark stack
+    # traces (--verbose shows them), and no staging folder left in the table
+    pq.write_table(pa.table({"id": [20, 21], "name": ["x", "y"], "ds": ["../evil", "a/b"]}), tmp_path / "evil.parquet")
+    evil = cli(url, "insert", "app.users", "--source", str(tmp_path / "evil.parquet"), ok=False)
+    err = evil.stderr.splitlines()
+    assert evil.returncode == 1 and err[-1].startswith("hive-acid: error: ") and "contains a path separator" in err[-1]
+    assert len(err) <= 6 and all(line.startswith("hive-acid: ") for line in err), evil.stderr
+    assert sorted(p.name for p in (tmp_path / "wh" / "app.db" / "users").iterdir()) == ["ds=d1", "ds=d2"]
 
 
 def test_a_package_in_the_working_directory_does_not_shadow_the_jobs_code(url, tmp_path):

@@ -40,6 +40,15 @@ def test_info_chatter_is_dropped_and_warnings_and_errors_kept_whole():
     assert all(verbose.keep(line) for line in SPARK_OUTPUT.splitlines())
 
 
+def test_brief_keeps_only_the_jobs_own_lines_and_verbose_overrides_it():
+    """The CLI's terminal: stage lines only (the error comes as its last line); ``--verbose`` all."""
+    lines = [*SPARK_OUTPUT.splitlines(), "hive-acid job failed: ValueError: partition value 'a/b' contains '/'"]
+    brief = OutputFilter(brief=True)
+    assert [line for line in lines if brief.keep(line)] == ["hive-acid: merge write  1,000 rows  2.5 s"]
+    both = OutputFilter(verbose=True, brief=True)
+    assert all(both.keep(line) for line in lines)
+
+
 def test_summary_table_per_partition_with_a_total():
     parts = [PartitionStats(partition="ds=2024-01-01", rows_inserted=1500, rows_updated=20, delta_files=2,
                             delta_bytes=123456, delete_delta_files=1, delete_delta_bytes=789,

@@ -7,7 +7,9 @@ listings, and AcidState never needs a second look at the directory.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import posixpath
 from dataclasses import dataclass
 
@@ -151,6 +153,36 @@ def remove_dir(fs: pafs.FileSystem, path: str) -> None:
     """Delete a directory tree if it is there (staging after a job, spool after a batch)."""
     if exists(fs, path):
         fs.delete_dir(path)
+
+
+def remove_staged(fs: pafs.FileSystem, path: str) -> None:
+    """Delete what a job left under a table's ``_hive_acid_staging`` (its folder, or a file of
+    rows), then ``_hive_acid_staging`` itself if that left it empty, so no job, failed or not,
+    leaves an empty folder in the table."""
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+    elif info.type != pafs.FileType.NotFound:
+        fs.delete_file(path)
+    parent = posixpath.dirname(path)
+    if posixpath.basename(parent) == STAGING_DIR:
+        remove_if_empty(fs, parent)
+
+
+def remove_if_empty(fs: pafs.FileSystem, path: str) -> bool:
+    """Remove the directory ``path`` only if it is empty, in one step that a concurrent job
+    putting its own folder there makes fail (a local ``rmdir``); True if removed. Elsewhere it
+    stays: pyarrow deletes directories with their contents, and an empty one on an object store
+    is at most a marker."""
+    if not isinstance(fs, pafs.LocalFileSystem):
+        return False
+    try:
+        os.rmdir(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            return False          # another job's folder is there now, or another job removed it
+        raise
+    return True
 
 
 def publish(fs: pafs.FileSystem, staged: str, final: str) -> None:

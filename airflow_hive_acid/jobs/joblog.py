@@ -1,9 +1,9 @@
 """What a job's output looks like to the person reading a task log or a terminal.
 
 Spark's INFO chatter is off unless asked for (``spark.log.level`` for the driver, and a filter
-for the lines printed before that setting takes hold); every warning and error is kept in full,
-tracebacks included; the job prints one progress line per stage; the caller ends with a summary
-table of what was written. Used by the jobs (progress lines), the Airflow hook and the CLI's
+for the lines printed before that setting takes hold); in a task log every warning and error is
+kept in full, tracebacks included, and on a terminal (the CLI) only the job's own lines are; the
+job prints one progress line per stage; the caller ends with a summary table of what was written. Used by the jobs (progress lines), the Airflow hook and the CLI's
 submitter (the filter) and the operators and the CLI (the summary). No pyspark, no Airflow.
 """
 from __future__ import annotations
@@ -30,15 +30,20 @@ _BANNERS = ("Using Spark's default log4j profile:", "Setting Spark log level to"
 
 class OutputFilter:
     """Decides, line by line, what of spark-submit's output a reader sees: everything when
-    ``verbose``; otherwise all but log4j records below WARN and their continuation lines."""
+    ``verbose``; only the job's own lines (its stage lines, ``hive-acid: ...``) when ``brief``,
+    for a terminal where the command ends with the job's error in one line; otherwise (a task
+    log) all but log4j records below WARN and their continuation lines."""
 
-    def __init__(self, verbose: bool = False):
+    def __init__(self, verbose: bool = False, brief: bool = False):
         self.verbose = verbose
+        self.brief = brief and not verbose
         self._in_chatter = False
 
     def keep(self, line: str) -> bool:
         if self.verbose:
             return True
+        if self.brief:
+            return line.startswith(PROGRESS_PREFIX)
         if line.startswith(_BANNERS):
             return False
         record = _LOG4J_RECORD.match(line)

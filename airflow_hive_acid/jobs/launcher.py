@@ -45,7 +45,8 @@ class Submit(Protocol):
 
 def run_job(submit: Submit, spec: JobSpec, keepalive: AbstractContextManager | None = None) -> Manifest:
     """Run ``spec`` with ``submit`` inside ``keepalive`` (the transaction's heartbeat), its
-    manifest on the table's filesystem at a fresh path, removed once read."""
+    manifest on the table's filesystem at a fresh path, removed once read (with the staging
+    folder, if no other job has something there)."""
     name = (f"txn_{spec.txn_id}_" if spec.txn_id else "") + f"job_{uuid.uuid4().hex}"
     job_dir = afs.join(spec.table.location, afs.STAGING_DIR, name)
     spec.manifest_path = afs.join(job_dir, "manifest.json")
@@ -54,7 +55,7 @@ def run_job(submit: Submit, spec: JobSpec, keepalive: AbstractContextManager | N
             return submit(spec)
     finally:
         fs, path = afs.filesystem_for(job_dir)
-        afs.remove_dir(fs, path)
+        afs.remove_staged(fs, path)
 
 
 def spark_home() -> str:
@@ -241,16 +242,18 @@ class LocalSubmitter:
     """Runs jobs with the local spark-submit (``local[*]`` unless told otherwise); used by the
     CLI and by tests. The Airflow hook submits through ``SparkSubmitHook`` instead.
 
-    ``log`` gets the job's stage lines, warnings and errors; with ``verbose`` all of Spark's
-    output (:mod:`~airflow_hive_acid.jobs.joblog`)."""
+    ``log`` gets the job's stage lines, warnings and errors; only its stage lines when
+    ``brief``; with ``verbose`` all of Spark's output (:mod:`~airflow_hive_acid.jobs.joblog`).
+    A failed job's error comes back in ``JobFailed`` either way."""
 
     def __init__(self, master: str | None = None, conf: dict[str, str] | None = None,
                  log: Callable[[str], None] | None = None, deploy_mode: str | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, brief: bool = False):
         self.master = master or os.environ.get("HIVE_ACID_SPARK_MASTER", "local[*]")
         self.conf = conf or {}
         self.deploy_mode = deploy_mode
         self.verbose = verbose
+        self.brief = brief
         self.log = log or (lambda line: print(line, file=sys.stderr))
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
@@ -259,7 +262,7 @@ class LocalSubmitter:
         jvm = FastJvm(self.deploy_mode)
         conf = {**({} if self.verbose else QUIET_CONF), **env_conf(), **self.conf}
         cmd = submit_command(spec, self.master, jvm.conf(conf), self.deploy_mode)
-        output = OutputFilter(self.verbose)
+        output = OutputFilter(self.verbose, self.brief)
         tail: deque[str] = deque(maxlen=40)
         with self._lock:
             self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
