@@ -39,12 +39,25 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], out=None) -> None:
-    """Tab-separated with a header line, like Hive's CLI output of SHOW commands."""
+def local_time(epoch_ms: Any) -> str:
+    """An epoch-milliseconds time of the metastore as this machine's local ISO time to the second
+    (``2026-11-26T09:15:04+01:00``); the JSON output keeps the number."""
+    if not epoch_ms:                       # None, or 0: never
+        return NO_VAL
+    import pendulum
+    return pendulum.from_timestamp(int(epoch_ms) // 1000, tz=pendulum.local_timezone()).isoformat()
+
+
+Column = tuple[str, str] | tuple[str, str, Callable[[Any], str]]
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[Column], out=None) -> None:
+    """Tab-separated with a header line, like Hive's CLI output of SHOW commands; a column's
+    optional third element formats its values (default :func:`_fmt`)."""
     out = out if out is not None else sys.stdout
-    print("\t".join(h for h, _ in columns), file=out)
+    print("\t".join(c[0] for c in columns), file=out)
     for r in rows:
-        print("\t".join(_fmt(r.get(k)) for _, k in columns), file=out)
+        print("\t".join((c[2] if len(c) > 2 else _fmt)(r.get(c[1])) for c in columns), file=out)  # type: ignore[misc]
 
 
 def emit(args: argparse.Namespace, payload: Any, human: Callable[[], None] | None = None) -> None:
@@ -199,19 +212,21 @@ def cmd_parse_writeids(args: argparse.Namespace) -> None:
     emit(args, d)
 
 
-TXN_COLUMNS = [("Transaction ID", "txn_id"), ("Transaction State", "state"), ("Started Time", "started"),
-               ("Last Heartbeat Time", "last_heartbeat"), ("User", "user"), ("Hostname", "host"),
-               ("Reason", "reason")]
-LOCK_COLUMNS = [("Lock ID", "lock_id"), ("Database", "database"), ("Table", "table"), ("Partition", "partition"),
-                ("State", "state"), ("Blocked By", "blocked_by"), ("Type", "type"), ("Transaction ID", "txn_id"),
-                ("Last Heartbeat", "last_heartbeat"), ("Acquired At", "acquired_at"), ("User", "user"),
-                ("Hostname", "host"), ("Agent Info", "agent_info")]
-COMPACTION_COLUMNS = [("CompactionId", "id"), ("Database", "database"), ("Table", "table"),
-                      ("Partition", "partition"), ("Type", "type"), ("State", "state"), ("Worker", "worker"),
-                      ("Enqueue Time", "enqueue_time"), ("Start Time", "start"), ("Duration(ms)", "duration_ms"),
-                      ("SparkAppId", "spark_app_id"), ("Error message", "error"), ("Initiator", "initiator"),
-                      ("TxnId", "txn_id"), ("Next TxnId", "next_txn_id"), ("Commit Time", "commit_time"),
-                      ("Highest WriteId", "highest_write_id"), ("Reason", "reason")]
+TXN_COLUMNS: list[Column] = [
+    ("Transaction ID", "txn_id"), ("Transaction State", "state"), ("Started Time", "started", local_time),
+    ("Last Heartbeat Time", "last_heartbeat", local_time), ("User", "user"), ("Hostname", "host"),
+    ("Reason", "reason")]
+LOCK_COLUMNS: list[Column] = [
+    ("Lock ID", "lock_id"), ("Database", "database"), ("Table", "table"), ("Partition", "partition"),
+    ("State", "state"), ("Blocked By", "blocked_by"), ("Type", "type"), ("Transaction ID", "txn_id"),
+    ("Last Heartbeat", "last_heartbeat", local_time), ("Acquired At", "acquired_at", local_time), ("User", "user"),
+    ("Hostname", "host"), ("Agent Info", "agent_info")]
+COMPACTION_COLUMNS: list[Column] = [
+    ("CompactionId", "id"), ("Database", "database"), ("Table", "table"), ("Partition", "partition"),
+    ("Type", "type"), ("State", "state"), ("Worker", "worker"), ("Enqueue Time", "enqueue_time", local_time),
+    ("Start Time", "start", local_time), ("Duration(ms)", "duration_ms"), ("SparkAppId", "spark_app_id"),
+    ("Error message", "error"), ("Initiator", "initiator"), ("TxnId", "txn_id"), ("Next TxnId", "next_txn_id"),
+    ("Commit Time", "commit_time", local_time), ("Highest WriteId", "highest_write_id"), ("Reason", "reason")]
 
 
 def cmd_show(args: argparse.Namespace) -> None:

@@ -1,14 +1,16 @@
 """The ``hive-acid`` command line, run as a real process against both backends."""
 import json
+import os
 import subprocess
 import sys
 
+import pendulum
 import pytest
 
 
-def run(url, *args, ok=True):
+def run(url, *args, ok=True, env=None):
     proc = subprocess.run([sys.executable, "-m", "airflow_hive_acid.cli", "--metastore", url, *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -82,6 +84,34 @@ def test_commit_of_aborted_and_timed_out_txn(tmp_path):
     proc = run(url, "txn", "commit", str(txn), ok=False)
     assert proc.returncode == 1 and "timed out" in proc.stderr
     assert jrun(url, "txn", "show", str(txn))["reason"] == "timed out"
+
+
+def test_show_tables_print_local_times_and_json_keeps_epoch_milliseconds(tmp_path):
+    from airflow_hive_acid.metastore import LockComponent, LockType, Metastore
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    ms = Metastore.initialize(url)
+    ms.catalog.create_table("db.t", "id bigint")
+    txn = ms.txns.open_txn()
+    ms.locks.lock([LockComponent("db", "t", type=LockType.SHARED_WRITE)], txn)
+    ms.compactions.enqueue("db.t")
+    records = {"transactions": ms.txns.show_transactions(), "locks": ms.locks.show_locks(),
+               "compactions": ms.compactions.show()}
+    times = {"transactions": {"Started Time": "started", "Last Heartbeat Time": "last_heartbeat"},
+             "locks": {"Last Heartbeat": "last_heartbeat", "Acquired At": "acquired_at"},
+             "compactions": {"Enqueue Time": "enqueue_time", "Start Time": "start", "Commit Time": "commit_time"}}
+    for what, columns in times.items():
+        [record] = [r.to_dict() for r in records[what]]
+        header, row = (line.split("\t") for line in run(url, "show", what, env={"TZ": "Asia/Kolkata"}).stdout.splitlines())
+        shown = dict(zip(header, row))
+        for column, key in columns.items():
+            if record[key] is None:                                  # not started, not committed
+                assert shown[column] == "---", (what, column)
+                continue
+            assert shown[column] == pendulum.from_timestamp(record[key] // 1000, tz="Asia/Kolkata").isoformat()
+            assert shown[column].endswith("+05:30"), "in the machine's local time zone"
+        assert not any(cell.isdigit() and len(cell) >= 12 for cell in row), f"no epoch numbers: {row}"
+    [queued] = jrun(url, "show", "compactions")
+    assert queued["enqueue_time"] == records["compactions"][0].enqueue_time, "JSON keeps epoch milliseconds"
 
 
 def test_uninitialized_metastore_is_a_clear_error(tmp_path):
