@@ -113,15 +113,17 @@ def tables_output(ms: Metastore, tables: Iterable[str], writes: Sequence[WriteSt
     """Each of ``tables`` as an output with its schema (if the table still exists) and, given
     ``writes`` (a txn's recorded write stats), what the txn wrote to it: the datasets of a
     transaction task, or of the cleaner."""
-    out = []
-    for table in dict.fromkeys(tables):
+    out: dict[str, OutputDataset] = {}
+    for table in tables:
         try:
             info: TableInfo | None = ms.catalog.get_table(table)
         except NoSuchObjectError:
             info = None
-        mine = None if writes is None else [w for w in writes if f"{w.db}.{w.table}" == table]
-        out.append(table_output(table, info, mine))
-    return out
+        name = info.qualified_name if info is not None else table.lower()
+        if name not in out:
+            mine = None if writes is None else [w for w in writes if f"{w.db}.{w.table}" == name]
+            out[name] = table_output(name, info, mine)
+    return list(out.values())
 
 
 def lineage(inputs: Sequence[Dataset] = (), outputs: Sequence[Dataset] = (),
