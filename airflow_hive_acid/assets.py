@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from .acid.partitions import make_part_name, parse_part_name
+from .errors import InvalidInputError
 from .metastore.catalog import split_name
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ SCHEME = "hive-acid"
 def _normalized_parts(db: str, path: str) -> tuple[str, str, str | None]:
     segments = [s for s in unquote(path).split("/") if s != ""]
     if not segments:
-        raise ValueError(f"{SCHEME} URI needs a table: {SCHEME}://<db>/<table>[/<partition>]")
+        raise InvalidInputError(f"{SCHEME} URI needs a table: {SCHEME}://<db>/<table>[/<partition>]")
     try:
         db_name, table = split_name(f"{db}.{segments[0]}")
         partition = None
@@ -30,16 +31,16 @@ def _normalized_parts(db: str, path: str) -> tuple[str, str, str | None]:
             spec = parse_part_name("/".join(segments[1:]))
             partition = make_part_name(list(spec), spec)
     except Exception as exc:  # the catalog's and the partition parser's errors, as Airflow expects
-        raise ValueError(f"bad {SCHEME} URI {db!r}/{path!r}: {exc}") from None
+        raise InvalidInputError(f"bad {SCHEME} URI {db!r}/{path!r}: {exc}") from None
     return db_name, table, partition
 
 
 def sanitize_uri(uri: SplitResult) -> SplitResult:
     """Normalize ``hive-acid://DB/Table/ds=1`` to ``hive-acid://db/table/ds=1``; ValueError if bad."""
     if uri.query or uri.fragment:
-        raise ValueError(f"{SCHEME} URI takes no query or fragment: {uri.geturl()}")
+        raise InvalidInputError(f"{SCHEME} URI takes no query or fragment: {uri.geturl()}")
     if not uri.netloc:
-        raise ValueError(f"{SCHEME} URI needs a database: {SCHEME}://<db>/<table>[/<partition>]")
+        raise InvalidInputError(f"{SCHEME} URI needs a database: {SCHEME}://<db>/<table>[/<partition>]")
     db, table, partition = _normalized_parts(uri.netloc, uri.path)
     path = f"/{table}" + (f"/{partition}" if partition else "")
     return uri._replace(scheme=SCHEME, netloc=db, path=path)

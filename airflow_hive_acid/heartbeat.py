@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
-from .errors import HeartbeatLost
+from .errors import HeartbeatLost, InvalidInputError
 from .metastore import Metastore, NoSuchObjectError, TxnAbortedError
 
 __all__ = ["HeartbeatLost", "Heartbeater"]
@@ -26,7 +26,7 @@ class Heartbeater:
         self.txn_id = txn_id
         self.interval = interval if interval is not None else max(0.5, metastore.config.txn_timeout / 3)
         if self.interval <= 0:
-            raise ValueError(f"heartbeat interval must be positive, got {self.interval}")
+            raise InvalidInputError(f"heartbeat interval must be positive, got {self.interval}")
         self.on_lost = on_lost
         self.lost: str | None = None
         self.beats = 0
@@ -50,7 +50,7 @@ class Heartbeater:
 
     def check(self) -> None:
         if self.lost:
-            raise HeartbeatLost(self.lost)
+            raise HeartbeatLost(self.lost, self.txn_id)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

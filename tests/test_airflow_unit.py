@@ -174,7 +174,7 @@ def test_begin_commit_contract_and_retry_reuses_the_open_txn(env_ms):
     from airflow.sdk.exceptions import AirflowFailException
     with pytest.raises(AirflowFailException, match="aborted: bad"):
         failing.execute(context("abort3"))
-    with pytest.raises(RuntimeError, match="already committed"):
+    with pytest.raises(AirflowFailException, match="already committed"):     # final: no retry
         AcidAbortTransactionOperator(task_id="abort2", txn_id=out["txn_id"]).execute(context("abort2"))
 
 

@@ -2,8 +2,9 @@
 from ..errors import HiveAcidError, InvalidInputError
 
 
-class AcidError(HiveAcidError, ValueError):
-    """Base of every error raised by ``airflow_hive_acid.acid``: bad names, strings, files."""
+class AcidError(HiveAcidError):
+    """Base of every error raised by ``airflow_hive_acid.acid``: bad names, strings, files. Only
+    ``AcidInputError`` is bad input; the rest (a missing or unreadable file) may pass on retry."""
 
 
 class AcidInputError(AcidError, InvalidInputError):

@@ -367,8 +367,6 @@ def _decompress_chunk(code: int, src: bytes, limit: int) -> bytes:
                 raise OrcFileError(f"{what} chunk decompresses beyond the compression block size")
             out = codec.decompress(src, decompressed_size=size, asbytes=True)
     except (zlib.error, lz4.block.LZ4BlockError, OSError, pa.ArrowException, ValueError) as e:
-        if isinstance(e, OrcFileError):
-            raise
         raise OrcFileError(f"corrupt {what} chunk: {e}") from None
     if len(out) > limit:
         raise OrcFileError(f"{what} chunk decompresses beyond the compression block size")

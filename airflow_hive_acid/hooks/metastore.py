@@ -11,6 +11,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from ..errors import InvalidInputError
 from ..heartbeat import Heartbeater
 from ..metastore import Metastore
 from ..metastore.db import default_url
@@ -70,7 +71,7 @@ class AcidMetastoreHook(BaseHook):
             return None
         interval = float(value)
         if interval <= 0:
-            raise ValueError(f"connection {self.hive_acid_conn_id}: heartbeat_interval must be > 0, got {value!r}")
+            raise InvalidInputError(f"connection {self.hive_acid_conn_id}: heartbeat_interval must be > 0, got {value!r}")
         return interval
 
     def get_conn(self) -> Metastore:

@@ -13,13 +13,15 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from .errors import InvalidInputError
-from .pgfast import FastPath
+
+if TYPE_CHECKING:
+    from .pgfast import FastPath
 
 DEFAULT_HOME_ENV = "HIVE_ACID_HOME"
 METASTORE_ENV = "HIVE_ACID_METASTORE"
@@ -49,6 +51,17 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def require_psycopg(url: str) -> None:
+    """PostgreSQL needs psycopg 3, which only the ``postgres`` extra installs; say so by name
+    rather than fail on a bare ``No module named 'psycopg'``."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        shown = make_url(url).render_as_string(hide_password=True)
+        raise InvalidInputError(f"metastore {shown} is PostgreSQL, whose driver psycopg is not installed: "
+                                "pip install 'airflow-hive-acid[postgres]'") from None
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -65,11 +78,15 @@ class Store:
             self.engine = self._sqlite_engine(parsed.database)
             self._consistent_engine = self.engine
         else:
+            require_psycopg(self.url)
             # No pre-ping: it would add a round trip to every call. Connections are recycled
             # instead, and callers that loop (heartbeats) tolerate one failed call.
             self.engine = create_engine(self.url, pool_size=4, max_overflow=8, pool_recycle=600)
             self._consistent_engine = None
-        self.fast = None if self.is_sqlite else FastPath(self.url)
+        self.fast: FastPath | None = None
+        if not self.is_sqlite:
+            from .pgfast import FastPath      # imports psycopg: only installed with the postgres extra
+            self.fast = FastPath(self.url)
         self.dialect = self.engine.dialect.name
 
     # -- engines ------------------------------------------------------------------------------

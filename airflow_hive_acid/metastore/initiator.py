@@ -21,6 +21,7 @@ from .catalog import Catalog
 from .compaction import CompactionQueue
 from .config import MetastoreConfig
 from .db import Store
+from .errors import InvalidInputError
 from .models import NO_PARTITION, CompactionState, CompactionType, Operation, TableInfo, TxnState
 from .schema import compaction_queue as cq
 from .schema import completed_compactions as cc
@@ -87,7 +88,7 @@ def _setting(info: TableInfo, hive_key: str, default: float) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise ValueError(f"table {info.qualified_name}: property {COMPACTOR_THRESHOLD_PREFIX + hive_key}="
+        raise InvalidInputError(f"table {info.qualified_name}: property {COMPACTOR_THRESHOLD_PREFIX + hive_key}="
                          f"{raw!r} is not a number") from None
 
 

@@ -9,6 +9,7 @@ from ..acid.compression import table_compression
 from ..acid.stats import WriteCounts
 from ..acid.types import Column, format_columns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
+from ..errors import InvalidInputError
 
 NO_PARTITION = ""
 
@@ -69,7 +70,7 @@ class CompactionType(str, enum.Enum):
         try:
             return {"major": cls.MAJOR, "minor": cls.MINOR}[str(text).strip().lower()]
         except KeyError:
-            raise ValueError(f"unknown compaction type {text!r}: use 'major' or 'minor'") from None
+            raise InvalidInputError(f"unknown compaction type {text!r}: use 'major' or 'minor'") from None
 
 
 class CompactionState(str, enum.Enum):
@@ -94,7 +95,7 @@ class CompactionState(str, enum.Enum):
         for s in cls:
             if t in (s.value, s.label, s.name.lower().replace("_", " ")):
                 return s
-        raise ValueError(f"unknown compaction state {text!r}: one of {[s.label for s in cls]}")
+        raise InvalidInputError(f"unknown compaction state {text!r}: one of {[s.label for s in cls]}")
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class WriteStat(WriteCounts):
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:
-            raise ValueError(f"unknown write stat fields {sorted(unknown)}")
+            raise InvalidInputError(f"unknown write stat fields {sorted(unknown)}")
         d = dict(d)
         d["operation"] = Operation(d.get("operation", Operation.INSERT))
         return cls(**d)

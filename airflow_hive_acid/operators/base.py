@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from ..errors import JobFailed, NoSuchObjectError
+from ..errors import InvalidInputError, is_retryable
 from ..hooks.metastore import AcidMetastoreHook
 from ..hooks.spark import AcidSparkHook
 
@@ -19,21 +19,28 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fails_fast(execute: F) -> F:
-    """An ``execute`` whose errors no retry can fix — bad input, an unknown table, a job that
-    refused its input — fail the task at once (``AirflowFailException``) instead of retrying."""
+    """An ``execute`` whose error no retry can fix (``errors.is_retryable``: bad input, an unknown
+    table, a job that refused its input, the abort of a txn the task joined) fails the task at
+    once (``AirflowFailException``); any other error is left to the task's ``retries``."""
 
     @functools.wraps(execute)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return execute(*args, **kwargs)
-        except (ValueError, NoSuchObjectError) as exc:
+            return execute(self, *args, **kwargs)
+        except Exception as exc:
+            if is_retryable(exc, joined_txn=_joined_txn(self)):
+                raise
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
-        except JobFailed as exc:
-            if exc.bad_input:
-                raise AirflowFailException(str(exc)) from exc
-            raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def _joined_txn(operator: Any) -> int | None:
+    """The txn an operator was given (``txn_id``) rather than opened itself, if any."""
+    try:
+        return parse_txn_id(getattr(operator, "txn_id", None))
+    except InvalidInputError:
+        return None
 
 
 def task_key(context: Context) -> str:
@@ -57,9 +64,9 @@ def parse_txn_id(value: Any, what: str = "txn_id") -> int | None:
     try:
         txn = int(str(value).strip())
     except ValueError:
-        raise ValueError(f"{what} must be a transaction id (an integer), got {value!r}") from None
+        raise InvalidInputError(f"{what} must be a transaction id (an integer), got {value!r}") from None
     if txn <= 0:
-        raise ValueError(f"{what} must be positive, got {txn}")
+        raise InvalidInputError(f"{what} must be positive, got {txn}")
     return txn
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from ..assets import table_asset
+from ..errors import InvalidInputError
 from ..jobs import Delete, Insert, Merge, MergeClause, Request, SourceSpec, Update, parse_assignments
 from ..jobs.joblog import summary_table
 from ..metastore import TableInfo, TxnState
@@ -132,7 +133,7 @@ class _SourceMixin:
 
     def _source(self, ms: Any) -> SourceSpec:
         if bool(self.source) == bool(self.source_table):
-            raise ValueError("give source (a path) or source_table (an ACID table), one of them")
+            raise InvalidInputError("give source (a path) or source_table (an ACID table), one of them")
         if self.source_table:
             return table_source(ms, self.source_table)
         return SourceSpec(path=self.source, format=self.source_format, options=dict(self.source_options))
@@ -219,7 +220,7 @@ class AcidMergeOperator(_SourceMixin, AcidDmlOperator):
                  source_options: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(table=table, **kwargs)
         if not clauses:
-            raise ValueError("AcidMergeOperator needs at least one WHEN clause")
+            raise InvalidInputError("AcidMergeOperator needs at least one WHEN clause")
         self.source, self.source_table = source, source_table
         self.source_format, self.source_options = source_format, dict(source_options or {})
         self.on = on

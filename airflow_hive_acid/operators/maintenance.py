@@ -10,6 +10,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from ..compactor import Compactor
+from ..errors import InvalidInputError
 from ..metastore import AcidMetrics, CompactionState, Metastore
 from .base import AcidBaseOperator, fails_fast
 
@@ -107,7 +108,7 @@ class AcidCompactionWorkerOperator(_CompactorOperator):
     def __init__(self, *, table: str | None = None, max_requests: int = 10, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if max_requests <= 0:
-            raise ValueError(f"max_requests must be positive, got {max_requests}")
+            raise InvalidInputError(f"max_requests must be positive, got {max_requests}")
         self.table, self.max_requests = table, max_requests
         self._done: list[dict[str, Any]] = []
 

@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from ..assets import table_asset
+from ..errors import InvalidInputError
 from ..hooks.spark import AcidSparkHook
 from ..jobs import Ingest, IngestOutput, JobSpec, PartitionStats, SnapshotSpec, run_job
 from ..jobs.spec import INGEST_FORMATS, INGEST_TRIGGERS
@@ -38,11 +39,11 @@ class AcidStreamingIngestOperator(AcidBaseOperator):
                  max_files_per_trigger: int | None = None, source_options: dict[str, str] | None = None,
                  **kwargs: Any) -> None:
         if format not in INGEST_FORMATS:
-            raise ValueError(f"format must be one of {list(INGEST_FORMATS)}, not {format!r}")
+            raise InvalidInputError(f"format must be one of {list(INGEST_FORMATS)}, not {format!r}")
         if trigger not in INGEST_TRIGGERS:
-            raise ValueError(f"trigger must be one of {list(INGEST_TRIGGERS)}, not {trigger!r}")
+            raise InvalidInputError(f"trigger must be one of {list(INGEST_TRIGGERS)}, not {trigger!r}")
         if trigger == "processing" and max_duration is None:
-            raise ValueError("trigger='processing' needs max_duration (seconds): a task must end")
+            raise InvalidInputError("trigger='processing' needs max_duration (seconds): a task must end")
         if not is_templated(table) and "outlets" not in kwargs:
             kwargs["outlets"] = [table_asset(table)]
         super().__init__(**kwargs)

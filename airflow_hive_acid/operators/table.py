@@ -6,6 +6,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from ..errors import InvalidInputError
 from ..jobs import Read
 from ..statements import StatementRunner
 from .base import AcidBaseOperator, fails_fast, parse_txn_id, task_key
@@ -56,7 +57,7 @@ class AcidReadOperator(AcidBaseOperator):
                  at_write_id: int | str | None = None, txn_id: int | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(limit, int) or limit <= 0:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
         self.table, self.columns, self.where, self.partition = table, columns, where, partition
         self.order_by, self.limit, self.at_write_id, self.txn_id = order_by, limit, at_write_id, txn_id
         self._runner: StatementRunner | None = None

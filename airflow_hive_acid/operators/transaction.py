@@ -9,6 +9,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..assets import table_asset
+from ..errors import InvalidInputError, TxnError
 from ..metastore import TxnState
 from .base import AcidBaseOperator, fails_fast, is_templated, parse_txn_id, task_key
 
@@ -28,7 +29,7 @@ class AcidBeginTransactionOperator(AcidBaseOperator):
         if isinstance(tables, str):
             tables = [tables]
         if not tables:
-            raise ValueError("AcidBeginTransactionOperator needs at least one table")
+            raise InvalidInputError("AcidBeginTransactionOperator needs at least one table")
         self.tables = list(tables)
         self._txn_id: int | None = None
 
@@ -77,7 +78,7 @@ class AcidCommitTransactionOperator(AcidBaseOperator):
         ms = self.metastore_hook.metastore
         txn_id = parse_txn_id(self.txn_id)
         if txn_id is None:
-            raise ValueError("AcidCommitTransactionOperator needs a txn_id")
+            raise InvalidInputError("AcidCommitTransactionOperator needs a txn_id")
         self._txn_id = txn_id
         result = ms.txns.commit_txn(txn_id)
         self._committed = True
@@ -126,11 +127,11 @@ class AcidAbortTransactionOperator(AcidBaseOperator):
         ms = self.metastore_hook.metastore
         txn_id = parse_txn_id(self.txn_id)
         if txn_id is None:
-            raise ValueError("AcidAbortTransactionOperator needs a txn_id (did the begin task run?)")
+            raise InvalidInputError("AcidAbortTransactionOperator needs a txn_id (did the begin task run?)")
         self._txn_id = txn_id
         info = ms.txns.get_txn(txn_id)
         if info.state is TxnState.COMMITTED:
-            raise RuntimeError(f"transaction {txn_id} is already committed and cannot be aborted")
+            raise TxnError(f"transaction {txn_id} is already committed and cannot be aborted")
         if info.state is TxnState.ABORTED:
             self.log.info("transaction %s was already aborted: %s", txn_id, info.reason)
         else:

@@ -11,6 +11,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from ..errors import InvalidInputError
 from ..hooks.metastore import AcidMetastoreHook
 from ..operators.base import parse_txn_id
 from ..triggers.compaction import (
@@ -39,7 +40,7 @@ class CompactionSensor(BaseSensorOperator):
                  hive_acid_conn_id: str = AcidMetastoreHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if compaction_id is None and not table:
-            raise ValueError("CompactionSensor needs compaction_id or table")
+            raise InvalidInputError("CompactionSensor needs compaction_id or table")
         self.compaction_id = compaction_id
         self.table = table
         self.partition = partition

@@ -77,8 +77,10 @@ def load_splits(source: SourceSpec) -> list[Split] | None:
                 else:
                     orc = po.ORCFile(handle)
                     sizes = [max(1, f.size // max(1, orc.nstripes))] * orc.nstripes
-        except (pa.ArrowInvalid, OSError) as exc:
+        except pa.ArrowInvalid as exc:
             raise DmlError(f"source file {f.path} is not a readable {fmt.upper()} file: {exc}") from None
+        except OSError as exc:           # gone since it was listed, or a failed read: not bad input
+            raise afs.AcidFileError(f"cannot read source file {f.path}: {exc}") from None
         splits += [Split(uri, fmt, (i,), s) for i, s in enumerate(sizes)]
     return splits
 
@@ -175,5 +177,7 @@ def read_split(split: Split) -> Iterator[pa.RecordBatch]:
                 orc = po.ORCFile(handle)
                 for i in split.pieces:
                     yield orc.read_stripe(i)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except pa.ArrowInvalid as exc:
         raise DmlError(f"source file {split.path} is not a readable {split.format.upper()} file: {exc}") from None
+    except OSError as exc:
+        raise afs.AcidFileError(f"cannot read source file {split.path}: {exc}") from None

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from ..acid import fs as afs
 from ..acid.partitions import parse_spec_text
-from ..errors import HiveAcidError
+from ..errors import HiveAcidError, is_retryable
 from ..jobs.joblog import print_progress
 from ..jobs.manifest import Manifest, ReadOutput
 from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
@@ -31,8 +31,9 @@ def run_job(spark: SparkSession | JobSpark, spec: JobSpec) -> Manifest:
 def run_guarded(spark: SparkSession | JobSpark, spec: JobSpec,
                 body: Callable[[JobSpark, JobSpec, Manifest], None]) -> Manifest:
     """Validate ``spec``'s request and run ``body`` to fill its manifest; an error becomes the
-    manifest's ``error`` (``bad_input`` for what the user must fix), with the job's time. A
-    SparkSession (tests, a user's own job) is taken as a JobSpark whose session is made."""
+    manifest's ``error`` (``bad_input`` when no retry can fix it: ``errors.is_retryable``), with
+    the job's time. A SparkSession (tests, a user's own job) is taken as a JobSpark whose
+    session is made."""
     started = time.time()
     if not isinstance(spark, JobSpark):
         spark = JobSpark(session=spark)
@@ -43,7 +44,7 @@ def run_guarded(spark: SparkSession | JobSpark, spec: JobSpec,
         body(spark, spec, manifest)
     except (HiveAcidError, ValueError) as exc:
         manifest.ok, manifest.error, manifest.error_type = False, str(exc), type(exc).__name__
-        manifest.bad_input = isinstance(exc, ValueError)
+        manifest.bad_input = not is_retryable(exc)
     except Exception as exc:  # noqa: BLE001 - report whatever Spark raised, with its first lines
         manifest.ok, manifest.error_type = False, type(exc).__name__
         manifest.error = _spark_error(exc)

@@ -44,6 +44,7 @@ from ..acid.names import base_name, bucket_file_name, delta_name, parse_dir
 from ..acid.partitions import make_part_name
 from ..acid.reader import ROW_ID_COLUMN
 from ..acid.writer import InsertFile, delete_events, write_acid_file
+from ..errors import InvalidInputError
 from ..jobs.manifest import PartitionStats
 from ..jobs.spec import partition_value_text
 from .scan import Table
@@ -78,8 +79,9 @@ def written_rows(stats: list[dict]) -> int:
     return sum(r["rows"] for r in stats)
 
 
-class WriteError(Exception):
-    """A statement that cannot be written (bad partition value, too many writers, ...)."""
+class WriteError(InvalidInputError):
+    """A statement that cannot be written: more writer tasks than its writer ids (statement ids
+    of a bucketed table, buckets of a delta). The same statement fails the same way."""
 
 
 class Placement(enum.Enum):

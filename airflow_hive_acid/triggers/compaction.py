@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from ..errors import InvalidInputError
 from ..metastore import CompactionState, Metastore
 
 DEFAULT_TARGET = ("succeeded",)
@@ -21,7 +22,7 @@ def normalize_states(states: Sequence[str] | str) -> tuple[str, ...]:
         states = [states]
     out = tuple(CompactionState.parse(s).label for s in states)
     if not out:
-        raise ValueError("at least one target state is needed")
+        raise InvalidInputError("at least one target state is needed")
     return out
 
 
@@ -34,7 +35,7 @@ def compaction_status(ms: Metastore, *, compaction_id: int | None, table: str | 
         info = ms.compactions.get(int(compaction_id))
     else:
         if not table:
-            raise ValueError("give a compaction id, or a table (and partition) whose latest compaction to watch")
+            raise InvalidInputError("give a compaction id, or a table (and partition) whose latest compaction to watch")
         info = ms.compactions.latest(table, partition)
         if info is not None and info.id <= after_id:
             info = None
@@ -65,9 +66,9 @@ class CompactionTrigger(BaseTrigger):
                  timeout: float | None = None, started_at: float | None = None, after_id: int = 0) -> None:
         super().__init__()
         if compaction_id is None and not table:
-            raise ValueError("CompactionTrigger needs compaction_id or table")
+            raise InvalidInputError("CompactionTrigger needs compaction_id or table")
         if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+            raise InvalidInputError(f"poll_interval must be positive, got {poll_interval}")
         self.hive_acid_conn_id = hive_acid_conn_id
         self.compaction_id = compaction_id
         self.table = table
