@@ -2,12 +2,28 @@
 
 ``WHEN MATCHED AND t.email <> s.email THEN UPDATE SET email = s.email, n = t.n + 1`` needs no
 JVM: column references of the target (``t.``) and source (``s.``) rows, literals, comparisons
-(``= == <> != < <= > >= <=>``), ``AND OR NOT``, ``IS [NOT] NULL``, ``IN (...)`` of literals,
-``+ - *`` on integers and floating point (overflow is an error, as in Spark's ANSI mode) and
-``coalesce``. Operand types must be of one kind (numbers, strings, dates, timestamps, booleans,
-one decimal type); a decimal literal only meets floating point. Anything else raises
-:class:`Unsupported` and the statement's expressions are evaluated by Spark instead, so the
-answer is always Spark's.
+(``= == <> != < <= > >= <=>``), ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)`` of
+literals, ``[NOT] BETWEEN``, ``+ - *`` on integers and floating point, and ``coalesce``.
+
+The answer must be Spark SQL's (ANSI mode, Spark's default), row for row; the differential test
+``tests/test_arrowexpr_differential.py`` checks it against Spark on edge values:
+
+- Operands are brought to the type Spark coerces them to (:func:`_common_type`): numbers to the
+  widest, so ``t.i IN (1, 3000000000)`` compares as bigint; an integer rounds to the nearest
+  double as in the JVM. Spark widens an integer meeting a float to double, which Arrow would not:
+  refused. A decimal literal only meets floating point (converted exactly to the nearest double);
+  decimals and timestamps compare only with their own type.
+- Floating point compares as Spark does, not as IEEE: NaN equals NaN and is above every other
+  value (+inf too); -0.0 equals 0.0 (:func:`_compare`).
+- Integer overflow fails the statement, as ANSI Spark does, but only in a row where Spark
+  evaluates that part: it skips the right side of AND/OR once the left decides, an operator's
+  right side where the left is NULL, and later coalesce arguments (:func:`evaluate`).
+- Literals are typed as Spark's parser types them (``-2147483648`` is an int, ``1e400`` and a
+  bigint out of range are Spark's to refuse); string escapes are unescaped as Spark does,
+  unicode and octal ones are left to Spark, as is a ``--`` comment.
+
+Anything else raises :class:`Unsupported` when the expression is parsed or typed (on the
+driver, before any task runs), and the statement's expressions are evaluated by Spark instead.
 """
 from __future__ import annotations
 
