@@ -388,8 +388,8 @@ def assignable(node: Node, scope: Scope, target: pa.DataType) -> bool:
         return pa.types.is_integer(target) or pa.types.is_floating(target)
     if pa.types.is_float32(source):
         return pa.types.is_float64(target)
-    if pa.types.is_decimal(source):                 # a decimal literal: converted exactly
-        return _is_decimal_lit(node) and pa.types.is_floating(target)
+    if pa.types.is_decimal(source):                 # a decimal literal: to the nearest double
+        return _is_decimal_lit(node) and pa.types.is_float64(target)
     if pa.types.is_date32(source):
         return pa.types.is_timestamp(target)
     return (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_string(target)
