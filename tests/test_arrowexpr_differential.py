@@ -27,7 +27,8 @@ FIXED = ["t.d = s.d", "t.d <> s.d", "t.d <=> s.d", "t.d < s.d", "t.d <= s.d", "t
          "t.d BETWEEN s.d AND 1e308", "t.f >= t.d", "coalesce(t.d, s.d) = s.d",
          "t.i IN (1, 3000000000)", "t.i NOT IN (-2147483649, 7)", "t.i = 3000000000", "t.i < 9223372036854775807",
          "t.y IN (127, 128, -129)", "t.i + 3000000000", "t.y + 200", "t.i - -2147483648", "t.b IN (2147483648, 1.5D)",
-         "t.x IN ('it\\'s', 'é', \"say \\\"hi\\\"\")", "t.x = 'back\\\\slash'", "t.x < s.x"]
+         "t.x IN ('it\\'s', 'é', \"say \\\"hi\\\"\")", "t.x = 'back\\\\slash'", "t.x < s.x",
+         "CASE WHEN t.i > 0 THEN t.i + 1 WHEN t.d = s.d THEN t.b ELSE -t.i END", "CASE WHEN t.ok THEN t.x END"]
 
 COLUMNS = pa.struct([("i", pa.int32()), ("b", pa.int64()), ("y", pa.int8()), ("d", pa.float64()),
                      ("f", pa.float32()), ("m", pa.decimal128(10, 2)), ("q", pa.decimal128(20, 5)),
@@ -83,7 +84,10 @@ class Expressions:
             return f"coalesce({', '.join(self.number(depth - 1) for _ in range(self.rnd.randint(1, 3)))})"
         return self.rnd.choice([f"CAST({self.number(depth - 1)} AS bigint)", f"abs({self.number(depth - 1)})",
                                 f"({self.number(depth - 1)} / 2)", f"CASE WHEN {self.boolean(depth - 1)} THEN "
-                                f"{self.number(depth - 1)} ELSE {self.number(depth - 1)} END"])
+                                f"{self.number(depth - 1)} ELSE {self.number(depth - 1)} END",
+                                f"CASE WHEN {self.boolean(depth - 1)} THEN {self.number(depth - 1)} WHEN "
+                                f"{self.boolean(depth - 1)} THEN {self.number(depth - 1)} END",
+                                f"CASE {self.number(depth - 1)} WHEN 1 THEN 2 END"])
 
     def string(self, depth: int) -> str:
         r = self.rnd.random()
@@ -143,8 +147,10 @@ class Expressions:
             return f"({self.boolean(depth - 1)} {op} {self.boolean(depth - 1)})"
         if r < 0.93:
             return f"NOT {self.boolean(depth - 1)}"
-        if r < 0.97:
+        if r < 0.96:
             return self.rnd.choice(["t.ok", "s.ok", "TRUE", "FALSE", "NULL"])
+        if r < 0.98:
+            return f"CASE WHEN {self.boolean(depth - 1)} THEN {self.boolean(depth - 1)} END"
         return f"coalesce({self.boolean(depth - 1)}, {self.boolean(depth - 1)})"
 
     def any(self) -> str:

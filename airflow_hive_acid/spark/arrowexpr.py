@@ -3,7 +3,8 @@
 ``WHEN MATCHED AND t.email <> s.email THEN UPDATE SET email = s.email, n = t.n + 1`` needs no
 JVM: column references of the target (``t.``) and source (``s.``) rows, literals, comparisons
 (``= == <> != < <= > >= <=>``), ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)`` of
-literals, ``[NOT] BETWEEN``, ``+ - *`` on integers and floating point, and ``coalesce``.
+literals, ``[NOT] BETWEEN``, ``+ - *`` on integers and floating point, ``coalesce`` and
+``CASE WHEN ... THEN ... [ELSE ...] END``.
 
 The answer must be Spark SQL's (ANSI mode, Spark's default), row for row; the differential test
 ``tests/test_arrowexpr_differential.py`` checks it against Spark on edge values:
@@ -17,7 +18,8 @@ The answer must be Spark SQL's (ANSI mode, Spark's default), row for row; the di
   value (+inf too); -0.0 equals 0.0 (:func:`_compare`).
 - Integer overflow fails the statement, as ANSI Spark does, but only in a row where Spark
   evaluates that part: it skips the right side of AND/OR once the left decides, an operator's
-  right side where the left is NULL, and later coalesce arguments (:func:`evaluate`).
+  right side where the left is NULL, later coalesce arguments, and CASE branches not taken
+  (:func:`evaluate`).
 - Literals are typed as Spark's parser types them (``-2147483648`` is an int, ``1e400`` and a
   bigint out of range are Spark's to refuse); string escapes are unescaped as Spark does,
   unicode and octal ones are left to Spark, as is a ``--`` comment.
@@ -44,7 +46,7 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class Node:
-    op: str                      # col lit and or not cmp null notnull in add sub mul neg coalesce
+    op: str                      # col lit and or not cmp null notnull in add sub mul neg coalesce case
     args: tuple[Node, ...] = ()
     value: Any = None            # col: (alias, name); lit: (python value, kind); cmp: operator
 
@@ -211,6 +213,8 @@ class _Parser:
             return Node("lit", value=(word == "true", "bool"))
         if word == "null":
             return Node("lit", value=(None, "null"))
+        if word == "case":
+            return self.case()
         if word == "coalesce" and self.take_op("("):
             args = [self.or_()]
             while self.take_op(","):
@@ -226,6 +230,30 @@ class _Parser:
         if self.take_op("(") or self.peek() is not None and self.peek() == ("op", "."):
             raise Unsupported("nested field or function")
         return Node("col", value=(word, t2[1].strip("`").lower()))
+
+
+    def case(self) -> Node:
+        """``CASE WHEN c THEN v ... [ELSE e] END`` as (c1, v1, c2, v2, ..., e); ``CASE x WHEN``
+        is Spark's."""
+        args: list[Node] = []
+        if self.word() != "when":
+            raise Unsupported("CASE <value> WHEN")
+        while self.word() == "when":
+            self.i += 1
+            args.append(self.or_())
+            if self.word() != "then":
+                raise Unsupported("WHEN without THEN")
+            self.i += 1
+            args.append(self.or_())
+        if self.word() == "else":
+            self.i += 1
+            args.append(self.or_())
+        else:
+            args.append(Node("lit", value=(None, "null")))
+        if self.word() != "end":
+            raise Unsupported("CASE without END")
+        self.i += 1
+        return Node("case", tuple(args))
 
 
 def _number(text: str) -> tuple[Any, str]:
@@ -343,6 +371,11 @@ def type_of(node: Node, scope: Scope) -> pa.DataType:
         return t
     if op == "coalesce":
         return _common_type(node.args, scope)
+    if op == "case":
+        for cond in node.args[:-1:2]:
+            if _kind(type_of(cond, scope)) not in ("bool", "null"):
+                raise Unsupported("CASE WHEN of a non-boolean")
+        return _common_type(node.args[1::2] + node.args[-1:], scope)
     raise Unsupported(op)
 
 
@@ -441,6 +474,8 @@ def _eval(node: Node, scope: Scope) -> tuple[pa.Array | pa.Scalar, np.ndarray | 
             eq = _compare("=", value, _cast(pa.scalar(option.value[0], type_of(option, scope)), t))
             found = eq if found is None else pc.or_kleene(found, eq)
         return found, err
+    if op == "case":
+        return _case(node, scope)
     evaluated = [_eval(a, scope) for a in node.args]
     args = [v for v, _ in evaluated]
     errs = [e for _, e in evaluated]
@@ -479,6 +514,32 @@ def _eval(node: Node, scope: Scope) -> tuple[pa.Array | pa.Scalar, np.ndarray | 
         return pa.scalar(None, pa.null()), err
     value, overflow = _arithmetic(op, args, t, n)
     return value, _either(err, overflow)
+
+
+def _case(node: Node, scope: Scope) -> tuple[pa.Array | pa.Scalar, np.ndarray | None]:
+    """CASE WHEN as Spark runs it: each condition only where no earlier one held, each value
+    only where its condition holds, ELSE where none did."""
+    n = scope.length
+    t = type_of(node, scope)
+    decided = np.zeros(n, dtype=bool)
+    err = None
+    chosen, values = [], []
+    for cond, value in zip(node.args[:-1:2], node.args[1::2]):
+        c, c_err = _eval(cond, scope)
+        err = _either(err, _where(c_err, ~decided))
+        holds = _mask(c, n, null=False) & ~decided
+        v, v_err = _eval(value, scope)
+        err = _either(err, _where(v_err, holds))
+        chosen.append(holds)
+        values.append(v)
+        decided |= holds
+    v, v_err = _eval(node.args[-1], scope)
+    err = _either(err, _where(v_err, ~decided))
+    values.append(v)
+    if pa.types.is_null(t):
+        return pa.nulls(n, pa.null()), err
+    conds = pa.StructArray.from_arrays([pa.array(h) for h in chosen], names=[f"c{k}" for k in range(len(chosen))])
+    return pc.case_when(conds, *(_array(_cast(v, t), n) for v in values)), err
 
 
 def _compare(op: str, a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
