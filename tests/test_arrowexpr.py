@@ -31,9 +31,12 @@ SUPPORTED = [
     "t.i + 1", "t.b - s.i", "t.i * 2", "-t.i", "t.d * 1.1", "t.d + t.f", "t.y + t.y", "t.y + 1",
     "coalesce(s.x, t.x)", "coalesce(t.i, s.i, 0)", "t.day = s.day", "t.ts > s.ts", "t.m = s.m",
     "t.d > 0.5", "t.i = NULL", "NULL", "TRUE AND t.ok", "t.b = 1099511627776L",
+    "t.i BETWEEN 1 AND 2", "t.x NOT BETWEEN 'a' AND s.x", "t.i IN (1, 3000000000)", "t.d = s.d", "t.d IN (-0.0D)",
+    "t.i + -2147483648", "t.b + t.d", "CASE WHEN t.ok THEN 1 END", "CASE WHEN t.i > 0 THEN t.x ELSE s.x END",
 ]
 UNSUPPORTED = ["upper(t.x)", "t.i / 2", "t.m + 1", "t.i > 0.5", "t.x = 1", "t.day = '2024-01-01'", "t.x || 'a'",
-               "t.i BETWEEN 1 AND 2", "x = 1", "t.s.inner", "CASE WHEN t.ok THEN 1 END", "'a' 'b'"]
+               "t.i + t.f", "t.f = 1", "0.1 + 0.2", "t.i --1", "'\\U00000041'", "1e400", "x = 1", "t.s.inner",
+               "CASE t.i WHEN 1 THEN 2 END", "'a' 'b'"]
 
 
 SCHEMA = ("t struct<i:int,b:bigint,d:double,f:float,x:string,day:date,ts:timestamp_ntz,ok:boolean,"

@@ -141,6 +141,36 @@ def test_bucketwise_merge_equals_the_spark_join(runner, tmp_path, monkeypatch, p
     assert by_id[70]["v"] == "new" and by_id[None]["v"] == "nokey", "a NULL key matches nothing: inserted"
 
 
+def test_clauses_in_arrow_give_spark_sqls_answer(runner, tmp_path, monkeypatch):
+    """Issue 25: NaN equals NaN (Spark SQL); an IN list with a literal beyond the int column's
+    range widens instead of failing the task; an overflow in a row an earlier clause took is
+    never evaluated (as in Spark); a bigint rounds to the nearest double. The same MERGE with
+    the clauses in Arrow and in Spark."""
+    clauses = ["WHEN MATCHED AND t.n = 2147483647 THEN UPDATE SET v = 'max'",
+               "WHEN MATCHED AND t.x = s.x THEN DELETE",
+               "WHEN MATCHED AND t.n + 1 IN (2, 3000000000) THEN UPDATE SET v = 'in', x = s.n"]
+    nan = float("nan")
+    src = _parquet(tmp_path / "nan-src.parquet", id=[1, 2, 3, 4, 5], x=[nan, 1.0, 5.0, 3.0, 0.0],
+                   n=pa.array([0, 0, 0, 2**53 + 1, 0], pa.int64()))
+    used = []
+    real_arrow = merge_mod.run_in_arrow
+    monkeypatch.setattr(merge_mod, "run_in_arrow", lambda *a, **k: used.append("arrow") or real_arrow(*a, **k))
+    results = {}
+    for way in ("arrow", "spark"):
+        if way == "spark":
+            monkeypatch.setattr(merge_mod, "arrow_program", lambda *a, **k: None)
+        table = f"db.nan_{way}"
+        runner.ms.catalog.create_table(table, "id bigint, x double, n int, v string", bucketed_by="id", buckets=2)
+        runner.run(Insert.from_dict({"source": _parquet(
+            tmp_path / f"nan-{way}.parquet", id=[1, 2, 3, 4, 5], x=[nan, 1.0, 2.0, 4.0, 0.0],
+            n=pa.array([0, 0, 0, 1, 2**31 - 1], pa.int32()), v=["a"] * 5)}), table)
+        runner.run(Merge.from_dict({"source": src, "on": ["id"], "clauses": clauses}), table)
+        results[way] = {r["id"]: (r["x"], r["n"], r["v"]) for r in _rows(runner, table, tmp_path)}
+    assert used == ["arrow"]
+    assert results["arrow"] == results["spark"] == {3: (2.0, 0, "a"), 4: (float(2**53), 1, "in"),
+                                                    5: (0.0, 2**31 - 1, "max")}
+
+
 def test_bucketwise_merge_refuses_two_source_rows_for_one_target_row(runner, tmp_path):
     table = _merge_table(runner, tmp_path, "db.dup", False)
     src = _parquet(tmp_path / "dup.parquet", id=[4, 4], v=["a", "b"], n=[1, 2], op=["U", "U"])

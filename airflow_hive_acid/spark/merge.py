@@ -355,26 +355,13 @@ def arrow_program(plan: BucketPlan, clauses: list[MergeClause]) -> list[ClausePr
                         node = ax.Node("lit", value=(None, "null"))
                     else:                                       # INSERT *
                         node = ax.Node("col", value=(dml.SOURCE_ALIAS, col.name))
-                    if not _castable(ax.type_of(node, scope), col.type.to_arrow()):
+                    if not ax.assignable(node, scope, col.type.to_arrow()):
                         return None
                     values.append((col.name, node))
             out.append(ClauseProgram(c.when, c.action, cond, tuple(values)))
     except ax.Unsupported:
         return None
     return out
-
-
-def _castable(source: pa.DataType, target: pa.DataType) -> bool:
-    """Casts that Arrow does exactly as Spark assigns (``dml._typed``); others are Spark's."""
-    if source.equals(target) or pa.types.is_null(source):
-        return True
-    if pa.types.is_integer(source):
-        return pa.types.is_integer(target) or pa.types.is_floating(target)
-    if pa.types.is_float32(source):
-        return pa.types.is_float64(target)
-    if pa.types.is_date32(source):
-        return pa.types.is_timestamp(target)
-    return (pa.types.is_string(source) or pa.types.is_large_string(source)) and pa.types.is_string(target)
 
 
 def merge_groups(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram], task: int,
@@ -413,8 +400,13 @@ def _apply(table: Table, program: list[ClauseProgram], j: Joined, bucket: int) -
     for i, c in enumerate(program):
         cand = scopes[c.when] & (choice < 0)
         if c.condition is not None and cand.any():
-            holds = _broadcast(ax.evaluate(c.condition, ax.Scope({dml.TARGET_ALIAS: t, dml.SOURCE_ALIAS: s})), n)
-            cand &= pc.fill_null(holds, False).to_numpy(zero_copy_only=False)
+            # only on the rows Spark evaluates it on (in scope, no earlier clause taken): an
+            # integer overflow elsewhere must not fail the statement
+            rows = np.flatnonzero(cand)
+            idx = pa.array(rows)
+            sub = ax.Scope({dml.TARGET_ALIAS: t.take(idx), dml.SOURCE_ALIAS: s.take(idx)})
+            holds = _broadcast(ax.evaluate(c.condition, sub), len(rows))
+            cand[rows] = pc.fill_null(holds, False).to_numpy(zero_copy_only=False)
         choice[cand] = i
     part_names = table.partition_names
     for i, c in enumerate(program):
@@ -435,8 +427,7 @@ def _apply(table: Table, program: list[ClauseProgram], j: Joined, bucket: int) -
             cols = {}
             for name, node in c.values:
                 target = table.column(name).type.to_arrow()
-                v = _broadcast(ax.evaluate(node, sub), m)
-                cols[name] = v if v.type.equals(target) else v.cast(target)
+                cols[name] = _broadcast(ax.assign(ax.evaluate(node, sub), target), m)
             yield pa.RecordBatch.from_pydict({**cols, **common})
 
 
