@@ -81,8 +81,10 @@ def test_insert_with_an_unsafe_partition_value_writes_nothing(runner, events, tm
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.table({"id": list(range(100)), "name": ["n"] * 100, "amount": list(range(100)),
                              "ds": ["2024-01-01"] * 99 + [bad]}), path)
-    with pytest.raises(JobFailed, match=f"partition value '{bad}' for 'ds' contains"):
+    with pytest.raises(JobFailed, match=f"partition value '{bad}' for 'ds' contains") as failed:
         runner.run(Insert(source=SourceSpec(path=str(path))), "db.events")
+    # found inside a Spark task, wrapped by Spark: still bad input, so no retry is wasted on it
+    assert failed.value.bad_input and failed.value.manifest.error_type == "PartitionSpecError"
     assert table_files(events) == []
     assert not events.exists() or not any(events.iterdir()), "not even an empty staging folder"
     assert not (events.parent / "evil").exists()

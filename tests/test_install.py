@@ -3,7 +3,6 @@ URL says which extra to install. Checked in a real venv whose site-packages are 
 minus psycopg."""
 import os
 import subprocess
-import sys
 import sysconfig
 import venv
 from pathlib import Path

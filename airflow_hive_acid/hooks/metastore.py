@@ -71,7 +71,8 @@ class AcidMetastoreHook(BaseHook):
             return None
         interval = float(value)
         if interval <= 0:
-            raise InvalidInputError(f"connection {self.hive_acid_conn_id}: heartbeat_interval must be > 0, got {value!r}")
+            raise InvalidInputError(f"connection {self.hive_acid_conn_id}: heartbeat_interval must be > 0, "
+                                    f"got {value!r}")
         return interval
 
     def get_conn(self) -> Metastore:

@@ -3,8 +3,9 @@
 Spark's INFO chatter is off unless asked for (``spark.log.level`` for the driver, and a filter
 for the lines printed before that setting takes hold); in a task log every warning and error is
 kept in full, tracebacks included, and on a terminal (the CLI) only the job's own lines are; the
-job prints one progress line per stage; the caller ends with a summary table of what was written. Used by the jobs (progress lines), the Airflow hook and the CLI's
-submitter (the filter) and the operators and the CLI (the summary). No pyspark, no Airflow.
+job prints one progress line per stage; the caller ends with a summary table of what was written.
+Used by the jobs (progress lines), the Airflow hook and the CLI's submitter (the filter) and the
+operators and the CLI (the summary). No pyspark, no Airflow.
 """
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ class Store:
             self._consistent_engine = None
         self.fast: FastPath | None = None
         if not self.is_sqlite:
-            from .pgfast import FastPath      # imports psycopg: only installed with the postgres extra
+            from .pgfast import FastPath  # imports psycopg: only installed with the postgres extra
             self.fast = FastPath(self.url)
         self.dialect = self.engine.dialect.name
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import importlib
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from ..acid import fs as afs
 from ..acid.partitions import parse_spec_text
-from ..errors import HiveAcidError, is_retryable
+from ..errors import HiveAcidError, InvalidInputError, is_retryable
 from ..jobs.joblog import print_progress
 from ..jobs.manifest import Manifest, ReadOutput
 from ..jobs.spec import Clean, Compact, Delete, Insert, JobSpec, JobSpecError, Merge, Read, Update
@@ -48,6 +50,10 @@ def run_guarded(spark: SparkSession | JobSpark, spec: JobSpec,
     except Exception as exc:  # noqa: BLE001 - report whatever Spark raised, with its first lines
         manifest.ok, manifest.error_type = False, type(exc).__name__
         manifest.error = _spark_error(exc)
+        task_error = _task_error_class(manifest.error)
+        if task_error is not None:     # our own error, raised in a task and wrapped by Spark
+            manifest.error_type = task_error.__name__
+            manifest.bad_input = issubclass(task_error, InvalidInputError)
     manifest.seconds = time.time() - started
     return manifest
 
@@ -60,6 +66,26 @@ def _spark_error(exc: Exception) -> str:
         if line and any(k in line for k in ("Error:", "Exception:")) and not line.startswith("at "):
             return line[:2000]
     return (text.strip().splitlines() or [type(exc).__name__])[0][:2000]
+
+
+_TASK_ERROR = re.compile(r"(airflow_hive_acid(?:\.\w+)+)\.(\w+): ")
+
+
+def _task_error_class(line: str) -> type[BaseException] | None:
+    """The class of a package error named by a task's traceback line (``module.Class: message``),
+    so that bad input found inside a task (a partition value, a corrupt file) is judged by the
+    same rule as in the driver; None for anything else."""
+    m = _TASK_ERROR.search(line)
+    if m is None:
+        return None
+    module = sys.modules.get(m.group(1))
+    if module is None:
+        try:
+            module = importlib.import_module(m.group(1))
+        except ImportError:
+            return None
+    cls = getattr(module, m.group(2), None)
+    return cls if isinstance(cls, type) and issubclass(cls, HiveAcidError) else None
 
 
 def _dispatch(spark: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
