@@ -17,7 +17,7 @@ from .catalog import Catalog, check_identifier
 from .config import MetastoreConfig
 from .db import Store
 from .errors import InvalidInputError, LockTimeoutError, NoSuchObjectError, TxnAbortedError, TxnError
-from .models import NO_PARTITION, LockComponent, LockInfo, LockState, LockType, Operation
+from .models import NO_PARTITION, LockComponent, LockInfo, LockState, LockType, Operation, TxnState
 from .schema import hive_locks, next_lock_id, txns
 from .txn import TxnManager
 
@@ -104,7 +104,7 @@ class LockManager:
             except NoSuchObjectError:
                 if txn_id:
                     info = self.txns.get_txn(txn_id)
-                    if info.state is LockState.ACQUIRED:
+                    if info.state is TxnState.ABORTED:
                         raise TxnAbortedError(f"transaction {txn_id} was aborted while waiting for lock {ext}: "
                                               f"{info.reason}", txn_id, info.reason) from None
                 raise
