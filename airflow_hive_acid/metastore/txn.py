@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import getpass
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
@@ -48,6 +49,8 @@ from .schema import (
     write_set,
     write_stats,
 )
+
+T = TypeVar("T")
 
 REASON_TIMED_OUT = "timed out"
 REASON_WRITE_CONFLICT = "write conflict"
@@ -255,7 +258,7 @@ class TxnManager:
             raise _Expired(txn_id)
         return row
 
-    def _run_checked(self, txn_id: int, fn):  # type: ignore[no-untyped-def]
+    def _run_checked(self, txn_id: int, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` in a write txn; if the txn turned out expired, abort it and raise."""
         _check_txn_id(txn_id)
         try:
@@ -549,7 +552,8 @@ class TxnManager:
             raise conflict[0]
         return result
 
-    def _find_conflict(self, conn: Connection, txn_id: int, rewrites: dict[tuple[str, str, str], str]):  # type: ignore[no-untyped-def]
+    def _find_conflict(self, conn: Connection, txn_id: int, rewrites: dict[tuple[str, str, str], Operation]
+                       ) -> tuple[tuple[str, str, str], int, Operation] | None:
         """First committer wins: a committed update/delete of the same partition by a txn that
         committed after this one opened. Records this txn's footprint if there is none."""
         # The commit id is read after this txn's row was marked committed: a txn that opens later
@@ -806,7 +810,7 @@ def _aborted_error(txn_id: int, reason: str | None) -> TxnAbortedError:
     return TxnAbortedError(f"transaction {txn_id} was aborted: {reason or 'no reason given'}", txn_id, reason)
 
 
-def _txn_info(row) -> TxnInfo:  # type: ignore[no-untyped-def]
+def _txn_info(row: RowMapping) -> TxnInfo:
     return TxnInfo(txn_id=row["txn_id"], state=TxnState(row["txn_state"]), started=row["txn_started"],
                    last_heartbeat=row["txn_last_heartbeat"], user=row["txn_user"], host=row["txn_host"],
                    agent_info=row["txn_agent_info"], reason=row["txn_meta_info"],
