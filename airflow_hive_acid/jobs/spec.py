@@ -184,11 +184,11 @@ class Request:
             raise JobSpecError(f"{table.name} is an insert-only table: only INSERT is allowed")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)  # type: ignore[call-overload]  # the subclasses are the dataclasses
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Request:
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]  # the subclasses are the dataclasses
         unknown = sorted(set(d) - known)
         if unknown:
             raise JobSpecError(f"unknown {cls.job} arguments {unknown}")
