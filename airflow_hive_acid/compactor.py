@@ -21,6 +21,7 @@ from typing import Any
 from .heartbeat import Heartbeater
 from .jobs import Clean, CleanOutput, Compact, CompactOutput, JobSpec, SnapshotSpec, Submit, run_job
 from .metastore import (
+    CompactionInfo,
     CompactionState,
     CompactionType,
     InvalidInputError,
@@ -202,7 +203,7 @@ class Compactor:
         out.extend(self._clean_aborted(only.qualified_name if only else None))
         return out
 
-    def _clean_compaction(self, c) -> CleanResult:  # type: ignore[no-untyped-def]
+    def _clean_compaction(self, c: CompactionInfo) -> CleanResult:
         name = f"{c.db}.{c.table}"
         res = CleanResult("compaction", name, [c.partition] if c.partition else None, c.id)
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -101,8 +101,8 @@ class StatementResult:
     def of_committed(cls, ms: Metastore, txn_id: int, table: str, statement_key: str) -> StatementResult:
         """What a statement of a committed txn did, from the metastore's records: a retried task
         whose earlier try committed reports the same things that try would have."""
-        partitions = [PartitionStats(partition=w.partition, **w.counts()) for w in ms.txns.writes_of(txn_id)
-                      if f"{w.db}.{w.table}" == table]
+        partitions = [PartitionStats(partition=w.partition, directories=[], **w.counts())
+                      for w in ms.txns.writes_of(txn_id) if f"{w.db}.{w.table}" == table]
         stmt = ms.txns.statement_of(txn_id, table, statement_key)
         write_id = ms.txns.write_ids_of(txn_id).get(table, 0)
         manifest = Manifest(job="replayed", write_id=write_id, statement_id=stmt[0] if stmt else 0,
@@ -138,7 +138,7 @@ class StatementRunner:
         info = self.ms.catalog.get_table(table)
         request.validate(table_spec(info))
         own = txn_id is None
-        if own:
+        if txn_id is None:
             txn_id, wids = self.ms.txns.begin_write([info.qualified_name], agent_info=self.agent_info)
             write_id = wids[info.qualified_name]
             self.own_txn = txn_id
@@ -193,7 +193,7 @@ class StatementRunner:
         info = self.ms.catalog.get_table(table)
         request.validate(table_spec(info))
         own = txn_id is None
-        if own:
+        if txn_id is None:
             txn_id = self.ms.txns.open_txn(agent_info=self.agent_info, txn_type=TxnType.READ_ONLY)
             self.own_txn = txn_id
         try:
@@ -234,7 +234,7 @@ class StatementRunner:
             afs.remove_staged(fs, p)
 
 
-def abort_quietly(ms: Metastore, txn_id: int, reason: str, writes: list[WriteStat] = ()) -> None:
+def abort_quietly(ms: Metastore, txn_id: int, reason: str, writes: Iterable[WriteStat] = ()) -> None:
     """Abort ``txn_id`` if it is still open, naming the ``writes`` it published so the cleaner
     finds them; a failure to abort is logged, as the error that led here matters more (the
     housekeeper ends the txn after its timeout anyway)."""

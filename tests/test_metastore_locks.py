@@ -11,6 +11,7 @@ from airflow_hive_acid.metastore import (
     LockType,
     NoSuchObjectError,
     Operation,
+    TxnAbortedError,
     TxnError,
 )
 from airflow_hive_acid.metastore.locks import conflicts
@@ -85,6 +86,28 @@ def test_waiter_acquires_once_holder_ends_fifo(tables):
     ms.txns.abort_txn(holder)
     th.join(5)
     assert got["at"] >= released and ms.locks.show_locks()[0].state is LockState.ACQUIRED
+
+
+def test_waiter_whose_txn_is_aborted_gets_txn_aborted(tables):
+    ms = tables
+    holder, waiter = ms.txns.open_txns(2)
+    ms.locks.lock([LockComponent("db", "t", type=E)], holder)
+    got = {}
+
+    def wait_for_it():
+        try:
+            ms.locks.lock([LockComponent("db", "t", type=R)], waiter, wait=5)
+        except Exception as exc:   # the test checks which error it was
+            got["error"] = exc
+
+    th = threading.Thread(target=wait_for_it)
+    th.start()
+    time.sleep(0.3)
+    ms.txns.abort_txn(waiter)
+    th.join(5)
+    assert isinstance(got.get("error"), TxnAbortedError), got
+    assert got["error"].txn_id == waiter
+    assert f"transaction {waiter} was aborted while waiting for lock" in str(got["error"])
 
 
 def test_partition_locks_and_txnless_locks(tables):

@@ -281,3 +281,20 @@ def test_stream_batches_commit_exactly_once_and_are_purged(clocked):
     clock.advance(8 * 86400)
     assert m.housekeep().purged_stream_batches == 1
     assert [b.batch_id for b in m.txns.stream_batches("db.t")] == [1]
+
+
+def test_settings_take_their_field_types_and_refuse_non_positive_numbers():
+    from airflow_hive_acid.metastore.config import MetastoreConfig
+    c = MetastoreConfig()
+    c.set("hive.txn.timeout", "2.5")
+    c.set("metastore.max.open.txns", "7")
+    c.set("hive.metastore.warehouse.dir", "/w")
+    assert (c.txn_timeout, c.max_open_txns, c.warehouse) == (2.5, 7, "/w")
+    for bad in ("0", "-1", "nan"):
+        with pytest.raises(InvalidInputError, match="must be positive"):
+            c.set("hive.txn.timeout", bad)
+    with pytest.raises(InvalidInputError, match="needs a number"):
+        c.set("metastore.max.open.txns", "1.5")
+    with pytest.raises(InvalidInputError, match="unknown setting"):
+        c.set("hive.no.such.setting", "1")
+    assert c.txn_timeout == 2.5

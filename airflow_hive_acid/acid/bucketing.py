@@ -48,7 +48,7 @@ import datetime as _dt
 import decimal as _decimal
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -262,7 +262,7 @@ class _RowBlocks:
             ends = np.searchsorted(skey, a * width + max_nb - np.arange(int(self.nblocks[lo])), side="left")
             self.classes.append((a, lo, hi, ends.tolist()))
 
-    def blocks(self):
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """Yield ``(lo, hi, k)``: block ``j`` (uint32, LE) of sorted rows ``lo:hi``, j ascending."""
         wi = self.word_index
         for a, lo, _hi, ends in self.classes:
@@ -289,7 +289,8 @@ def _signed_byte_u32(w: np.ndarray, shift: int) -> np.ndarray:
     return b - ((b & np.uint32(0x80)) << np.uint32(1))
 
 
-def _split_long_rows(fn, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, one, *args) -> np.ndarray:
+def _split_long_rows(fn: Callable[..., np.ndarray], data: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                     one: Callable[..., int], *args: Any) -> np.ndarray:
     """Vectorised ``fn`` on rows of at most ``_VEC_MAX_BLOCKS`` blocks, scalar ``one`` on the rest."""
     long_rows = np.flatnonzero((lengths >> 2) > _VEC_MAX_BLOCKS)
     if not long_rows.size:
@@ -548,9 +549,9 @@ def _decimal_parts(v: Any, t: HiveType) -> tuple[int, int]:
     if isinstance(v, (int, np.integer)):
         return _normalize_decimal(int(v), 0, t)
     if isinstance(v, _decimal.Decimal):
-        if not v.is_finite():
-            raise BucketingError(f"decimal value must be finite, got {v!r}")
         sign, digits, exponent = v.as_tuple()
+        if not isinstance(exponent, int):       # 'n', 'N' or 'F': NaN, sNaN or Infinity
+            raise BucketingError(f"decimal value must be finite, got {v!r}")
         unscaled = int("".join(map(str, digits)) or "0")
         return _normalize_decimal(-unscaled if sign else unscaled, -exponent, t)
     raise BucketingError(f"decimal value must be a decimal.Decimal or int, got {v!r}")
@@ -759,7 +760,7 @@ def _varlen_parts(arr: pa.Array, tname: str) -> tuple[np.ndarray, np.ndarray, np
         data = np.concatenate([raw[arr.offset * w:(arr.offset + n) * w], np.zeros(4, np.uint8)])
         return data, np.arange(n, dtype=np.int64) * w, np.full(n, w, dtype=np.int64)
     if pa.types.is_string(t) or pa.types.is_binary(t):
-        odt = np.int32
+        odt: type[np.signedinteger[Any]] = np.int32
     elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
         odt = np.int64
     else:
@@ -1016,7 +1017,7 @@ def _column_hashes_u32(col: Any, t: HiveType, v2: bool) -> np.ndarray:
             h = (u ^ (u >> np.uint64(32))).astype(np.uint32)
     elif name == "float":
         f = _fixed_values(_cast(arr, pa.float32(), name), np.float32)
-        bits = f.view(np.int32).copy()
+        bits: np.ndarray = f.view(np.int32).copy()
         bits[np.isnan(f)] = _NAN_F32_BITS
         if v2:  # widen the int bit pattern to float, hash that float's bits
             h = _np_murmur_be32(bits.astype(np.float32).view(np.int32))

@@ -147,6 +147,7 @@ def iter_fields(data: BytesLike) -> Iterable[RawField]:
         number, wire_type = tag >> 3, tag & 7
         if number == 0:
             raise OrcFileError("protobuf field number 0")
+        value: int | bytes
         if wire_type == WT_VARINT:
             value, pos = _read_varint(buf, pos, end)
         elif wire_type == WT_I64:
@@ -257,7 +258,7 @@ def decode_message(data: BytesLike, schema: _Schema) -> dict[str, Any]:
         if isinstance(kind, dict):
             if f.wire_type != WT_LEN:
                 raise OrcFileError(f"field {name}: expected a message, got wire type {f.wire_type}")
-            values = [decode_message(f.value, kind)]
+            values: list[Any] = [decode_message(f.value, kind)]
         elif kind == "uint":
             if f.wire_type == WT_VARINT:
                 values = [f.value]
@@ -705,7 +706,7 @@ class OrcStreamWriter:
                                f"multiple of {MIN_COMPRESSION_BLOCK_SIZE} (pyarrow/ORC C++ restriction)")
         self.orc_type = orc_type
         self.rows = 0
-        self._options = dict(
+        self._options: dict[str, Any] = dict(
             batch_size=batch_size, stripe_size=stripe_size, compression=compression,
             compression_block_size=compression_block_size, compression_strategy=compression_strategy,
             row_index_stride=row_index_stride, padding_tolerance=padding_tolerance,

@@ -113,10 +113,10 @@ def bucket_groups(partition: str, partition_dir: str, state: AcidDirectory,
             df = DataFile(_join(partition_dir, entry.name, f.name), f.size, entry.name, marker, check)
             (group(b).delete_files if is_delete else group(b).row_files).append(df)
     for rel, f in state.original_files:
-        b = original_bucket_id(rel)
-        if b is None:
+        original_bucket = original_bucket_id(rel)
+        if original_bucket is None:
             raise AcidReadError(f"original file {rel} is not named like Hive's bucket files (000000_0)")
-        group(b).originals.append(DataFile(_join(partition_dir, rel), f.size, "", False, False, 0))
+        group(original_bucket).originals.append(DataFile(_join(partition_dir, rel), f.size, "", False, False, 0))
     return [groups[b] for b in sorted(groups)]
 
 
@@ -493,7 +493,8 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
     # the other columns of a stripe only for the rows it keeps (none, for most stripes of a
     # small MERGE): less to decode, and a lower peak than the whole stripe at once.
     key, key_set = request.key_filter if request.key_filter is not None else (None, None)
-    key_first = key in row_names and len(row_cols) > 1
+    first_keys = key_set if key in row_names and len(row_cols) > 1 else None     # the keys to read first
+    key_first = first_keys is not None
     first_cols = [f"{ROW}.{row_names[key]}"] if key_first else row_cols
     key_column = [c for c in request.columns if c.name == key] if key_first else []
     for i in range(orc.nstripes):
@@ -508,9 +509,9 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
             if deletes.size:
                 gone = deletes.deleted_mask(ot, bp, rid)
                 mask = ~gone if mask is None else mask & ~gone
-        if key_first:
+        if first_keys is not None:
             keys = _rows_as_table_columns(batch.column(ROW), key_column, request, f.path)[0]
-            keep = key_set.contains(keys)
+            keep = first_keys.contains(keys)
             mask = keep if mask is None else mask & keep
             if not mask.any():
                 continue
@@ -530,9 +531,9 @@ def _read_acid_rows(fs: pafs.FileSystem, f: DataFile, snapshot: ValidWriteIdList
                                               batch.column(ROW_ID))]
             names = names + [ROW_ID_COLUMN]
         out = pa.RecordBatch.from_arrays(arrays, names=names)
-        keep = None if key_first else request.key_mask(out)
-        if keep is not None:
-            mask = keep if mask is None else mask & keep
+        key_keep = None if key_first else request.key_mask(out)
+        if key_keep is not None:
+            mask = key_keep if mask is None else mask & key_keep
         yield out if mask is None else out.filter(pa.array(mask))
 
 

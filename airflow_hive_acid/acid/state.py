@@ -125,10 +125,9 @@ def get_acid_state(children: list[DirEntry] | tuple[DirEntry, ...], write_ids: V
             continue
         try:
             if name.startswith(BASE_PREFIX):
-                parsed_b = parse_base(name)
+                parsed: ParsedBase | ParsedDelta = parse_base(name)
             elif name.startswith(DELTA_PREFIX) or name.startswith(DELETE_DELTA_PREFIX):
-                parsed_d = parse_delta(name)
-                parsed_b = None
+                parsed = parse_delta(name)
             else:
                 original_dirs.append(child)
                 continue
@@ -136,7 +135,8 @@ def get_acid_state(children: list[DirEntry] | tuple[DirEntry, ...], write_ids: V
             out.skipped[name] = "not an ACID directory name"
             continue
 
-        if parsed_b is not None:
+        if isinstance(parsed, ParsedBase):
+            parsed_b = parsed
             if not _is_dir_usable(parsed_b.visibility_txn_id, txns, name, out):
                 continue
             compacted = parsed_b.visibility_txn_id > 0 or child.metadata_format == "compacted"
@@ -162,6 +162,7 @@ def get_acid_state(children: list[DirEntry] | tuple[DirEntry, ...], write_ids: V
                 out.skipped[name] = f"superseded by {best.parsed.name}"
             continue
 
+        parsed_d = parsed
         if not _is_dir_usable(parsed_d.visibility_txn_id, txns, name, out):
             continue
         aborted = write_ids.is_write_id_range_aborted(parsed_d.min_write_id, parsed_d.max_write_id)
@@ -190,20 +191,20 @@ def get_acid_state(children: list[DirEntry] | tuple[DirEntry, ...], write_ids: V
     current = best.parsed.write_id if best else 0
     last_stmt = -1
     prev: ParsedDelta | None = None
-    for d in sorted(working, key=lambda w: w.parsed.sort_key()):
-        p = d.parsed
+    for chosen in sorted(working, key=lambda w: w.parsed.sort_key()):
+        p = chosen.parsed
         if p.max_write_id > current:
             if write_ids.is_write_id_range_valid(current + 1, p.max_write_id) is not RangeResponse.NONE:
-                _keep(out, d)
+                _keep(out, chosen)
                 current, last_stmt, prev = p.max_write_id, p.statement_id, p
             else:
                 out.skipped[p.name] = "write ids not committed in this snapshot"
         elif p.max_write_id == current and last_stmt >= 0:
-            _keep(out, d)   # another statement of the same transaction
+            _keep(out, chosen)   # another statement of the same transaction
             prev = p
         elif prev is not None and (p.min_write_id, p.max_write_id, p.statement_id) == (
                 prev.min_write_id, prev.max_write_id, prev.statement_id):
-            _keep(out, d)   # the delta / delete_delta twin
+            _keep(out, chosen)   # the delta / delete_delta twin
             prev = p
         else:
             out.obsolete.append(p.name)

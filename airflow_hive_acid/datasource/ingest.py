@@ -8,6 +8,7 @@ import sys
 import time
 
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from ..jobs.joblog import PROGRESS_PREFIX
 from ..jobs.manifest import IngestOutput, Manifest
@@ -57,7 +58,8 @@ def _ingest(job: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
         query = writer.start(spec.table.name)
         if r.max_duration is None:
             query.awaitTermination()
-        elif not query.awaitTermination(r.max_duration):
+        # pyspark takes a float here (it waits int(timeout * 1000) ms) but annotates the timeout int
+        elif not query.awaitTermination(r.max_duration):  # type: ignore[arg-type]
             stop_between_batches(query)
     error = query.exception()
     manifest.output = IngestOutput(str(query.id), [{"batch_id": p["batchId"], "rows": p["numInputRows"]}
@@ -67,7 +69,7 @@ def _ingest(job: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
         raise error
 
 
-def stop_between_batches(query, poll: float = 0.05) -> None:  # type: ignore[no-untyped-def]
+def stop_between_batches(query: StreamingQuery, poll: float = 0.05) -> None:
     """Stop once no micro-batch is running: a batch in flight commits first (stopping in the
     middle of one is safe too, as the next run replays it, but wastes its work)."""
     deadline = time.monotonic() + 600

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -57,7 +56,7 @@ from ..spark.scan import (
     scan_request,
     scan_schema,
 )
-from ..spark.tasks import release_freed_memory
+from ..spark.tasks import release_freed_memory, task_context
 from ..spark.types import spark_type
 from ..spark.write import Placement, Statement, TaskFiles, publish
 from ..statements import LOAD_STATEMENT_IDS, abort_quietly, table_spec, write_stats
@@ -259,7 +258,7 @@ class HiveAcidReader(DataSourceReader):
         the rest go back to Spark."""
         parts = set(self.table.partition_names)
         for f in filters:
-            if _columns_of(f) <= parts and _supported(f):
+            if _supported(f) and _columns_of(f) <= parts:
                 self.partition_filters.append(f)
             else:
                 yield f
@@ -278,6 +277,8 @@ class HiveAcidReader(DataSourceReader):
         return all(_evaluate(f, values) is True for f in self.partition_filters)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, _Groups):
+            raise InvalidInputError(f"hive_acid: cannot read {partition!r}: not one of this reader's partitions")
         fs, _ = afs.filesystem_for(self.table.spec.location)
         snap = ValidWriteIdList.parse(self.snapshot.valid_write_ids)
         for g in partition.groups:
@@ -288,12 +289,21 @@ class HiveAcidReader(DataSourceReader):
 _COMPARE = {EqualTo: lambda a, b: a == b, GreaterThan: lambda a, b: a > b, GreaterThanOrEqual: lambda a, b: a >= b,
             LessThan: lambda a, b: a < b, LessThanOrEqual: lambda a, b: a <= b}
 _STRING = {StringStartsWith: str.startswith, StringEndsWith: str.endswith, StringContains: str.__contains__}
+_ON_A_COLUMN = (EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, In, IsNull,
+                IsNotNull, StringStartsWith, StringEndsWith, StringContains)
+
+
+def _column_of(f: Filter) -> str:
+    """The column a supported filter other than ``Not`` tests (lower case)."""
+    if not isinstance(f, _ON_A_COLUMN):
+        raise InvalidInputError(f"hive_acid: filter {f!r} is not one that names a column")
+    return ".".join(f.attribute).lower()
 
 
 def _columns_of(f: Filter) -> set[str]:
     if isinstance(f, Not):
         return _columns_of(f.child)
-    return {".".join(f.attribute).lower()}
+    return {_column_of(f)}
 
 
 def _supported(f: Filter) -> bool:
@@ -308,6 +318,8 @@ def _evaluate(f: Filter, values: dict[str, Any]) -> bool | None:
     if isinstance(f, Not):
         inner = _evaluate(f.child, values)
         return None if inner is None else not inner
+    if not isinstance(f, _ON_A_COLUMN):
+        raise InvalidInputError(f"hive_acid: filter {f!r} is not one that names a column")
     v = values[".".join(f.attribute).lower()]
     if isinstance(f, IsNull):
         return v is None
@@ -356,7 +368,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
             self.plan = Conform(tuple(source_columns(table, have, {})))
             self.qualified, self.own = info.qualified_name, opts.txn_id is None
             self.db, self.name = info.db, info.name
-            if self.own:
+            if opts.txn_id is None:
                 txn_id, wids = ms.txns.begin_write([info.qualified_name], agent_info=AGENT)
                 write_id = wids[info.qualified_name]
             else:
@@ -379,7 +391,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskFiles:
         table = self.stmt.table
         fs, _ = afs.filesystem_for(table.spec.location)
-        task = TaskContext.get().partitionId()
+        task = task_context().partitionId()
         if table.spec.num_buckets and task >= len(self.stmt.statement_ids):
             raise InvalidInputError(f"hive_acid: write task {task} has no statement id; an append to a bucketed "
                                     f"table takes at most maxWriters={len(self.stmt.statement_ids)} tasks: "
@@ -393,7 +405,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         fs, root = self.stmt.table.fs_and_root
-        rows = [r for m in messages if m is not None for r in m.rows]
+        rows = [r for m in messages if isinstance(m, _TaskFiles) for r in m.rows]
         writes: list[WriteStat] = []
         with self.opts.connect() as ms:
             info = ms.catalog.get_table(self.qualified)
@@ -416,7 +428,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
         with self.opts.connect() as ms:
             self._abort(ms, "hive_acid write failed: a Spark task failed")
 
-    def _abort(self, ms: Metastore, reason: str, writes: list[WriteStat] = ()) -> None:
+    def _abort(self, ms: Metastore, reason: str, writes: Iterable[WriteStat] = ()) -> None:
         """Abort our own txn, naming what was published so the cleaner removes it; a joined
         txn is its owner's to end."""
         if self.own:

@@ -21,19 +21,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..acid import fs as afs
 from ..errors import InvalidInputError
 from ..heartbeat import Heartbeater
+from ..jobs.manifest import PartitionStats
 from ..jobs.spec import MergeClause, SnapshotSpec, parse_merge_clause
 from ..metastore import LockComponent, LockType, Operation, StreamBatch, WriteStat
 from ..spark import merge
 from ..spark.dml import merge_plan, source_columns
 from ..spark.load import Conform, conform_batch
 from ..spark.scan import Table
+from ..spark.tasks import task_context
 from ..spark.write import Placement, Statement, TaskFiles, publish
 from ..statements import abort_quietly, table_spec, write_stats
 
@@ -75,6 +76,8 @@ class ChangeStream:
 
     @classmethod
     def plan(cls, table: Table, opts: _Options) -> ChangeStream:
+        if not opts.merge_on:
+            raise InvalidInputError("hive_acid: a change stream needs mergeOn, the columns its changes are keyed by")
         spec, keys = table.spec, tuple(opts.merge_on)
         placed = set(spec.bucket_columns) | set(table.partition_names)
         if not spec.num_buckets or spec.insert_only or not placed <= set(keys):
@@ -148,7 +151,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
 
     # -- executors ------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Spooled:
-        ctx = TaskContext.get()
+        ctx = task_context()
         query = ctx.getLocalProperty(QUERY_ID_PROPERTY) or "unknown"
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) or "unknown"
         fs, _ = self.table.fs_and_root
@@ -178,7 +181,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
 
     # -- driver ---------------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        spooled = [m for m in messages if m is not None]
+        spooled = [m for m in messages if isinstance(m, _Spooled)]
         files = [m.path for m in spooled if m.path]
         fs, _ = self.table.fs_and_root
         try:
@@ -190,7 +193,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         fs, _ = self.table.fs_and_root
-        for folder in {m.path.rsplit("/", 1)[0] for m in messages if m is not None and m.path}:
+        for folder in {m.path.rsplit("/", 1)[0] for m in messages if isinstance(m, _Spooled) and m.path}:
             afs.remove_dir(fs, folder)
 
     def _apply(self, query_id: str, batch_id: int, files: list[str]) -> None:
@@ -227,7 +230,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
         log.info("batch %s of query %s: txn %s, %s rows in %.2fs", batch_id, query_id, txn,
                  sum(w.rows_inserted for w in writes), time.perf_counter() - started)
 
-    def _write(self, stmt: Statement, files: list[str]) -> list:  # type: ignore[type-arg]
+    def _write(self, stmt: Statement, files: list[str]) -> list[PartitionStats]:
         """The spooled rows as this statement's files (one writer: statement id 0 in every
         bucket of a bucketed table, writer id 0 of an unbucketed one), published."""
         fs, root = self.table.fs_and_root
@@ -243,10 +246,12 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
             afs.remove_dir(fs, staging)
 
 
-    def _merge(self, stmt: Statement, snapshot: SnapshotSpec, files: list[str]) -> list:  # type: ignore[type-arg]
+    def _merge(self, stmt: Statement, snapshot: SnapshotSpec, files: list[str]) -> list[PartitionStats]:
         """The batch's last change per key MERGEd bucket by bucket in Arrow (``spark.merge``'s
         plan, run here on the driver: only the buckets the changes hash to are read)."""
         changes = self.changes
+        if changes is None:
+            raise InvalidInputError(f"hive_acid: the stream into {self.qualified} is not a change stream (mergeOn)")
         fs, root = self.table.fs_and_root
         rows = []
         for path in sorted(files):

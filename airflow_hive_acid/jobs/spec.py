@@ -184,11 +184,11 @@ class Request:
             raise JobSpecError(f"{table.name} is an insert-only table: only INSERT is allowed")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)  # type: ignore[call-overload]  # the subclasses are the dataclasses
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Request:
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]  # the subclasses are the dataclasses
         unknown = sorted(set(d) - known)
         if unknown:
             raise JobSpecError(f"unknown {cls.job} arguments {unknown}")
@@ -497,8 +497,10 @@ def parse_merge_clause(text: str) -> MergeClause:
     if head == "DELETE":
         return MergeClause(when, "delete", cond)
     if head == "UPDATE":
-        sets = action_text[re.match(r"UPDATE\s+SET\s+", action_text, re.I).end():]
-        return MergeClause(when, "update", cond, parse_assignments(sets))
+        set_m = re.match(r"UPDATE\s+SET\s+", action_text, re.I)
+        if set_m is None:
+            raise JobSpecError(f"cannot parse UPDATE in MERGE clause {text!r}: use UPDATE SET a = expr, ...")
+        return MergeClause(when, "update", cond, parse_assignments(action_text[set_m.end():]))
     rest = action_text[len("INSERT"):].strip()
     if rest in ("", "*"):
         return MergeClause(when, "insert", cond)
@@ -536,7 +538,9 @@ def parse_assignments(text: str) -> dict[str, str]:
 def split_top_level(text: str) -> list[str]:
     """Split on commas outside parentheses and quotes; a backslash escapes the next character
     inside a quoted string (``'it\\'s'``), as in Spark SQL."""
-    parts, depth, quote, escaped, cur = [], 0, None, False, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote, escaped = 0, None, False
     for ch in text:
         if quote:
             cur.append(ch)

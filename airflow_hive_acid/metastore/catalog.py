@@ -143,14 +143,14 @@ class Catalog:
 
         now = self.store.clock()
         with self.store.write() as conn:
-            db_row = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).first()
-            if db_row is None:
+            db_loc = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).scalar_one_or_none()
+            if db_loc is None:
                 if not create_database:
                     raise TableNotFoundError(f"unknown database {db!r}")
                 conn.execute(self.store.insert_ignore(dbs).values(
                     name=db, location=join_location(self.warehouse, f"{db}.db"), created_at=now))
-                db_row = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).first()
-            db_loc = db_row[0]
+                # there now: ours, or a concurrent creator's (databases are never dropped)
+                db_loc = conn.execute(select(dbs.c.location).where(dbs.c.name == db)).scalar_one()
             existing = self._get(conn, db, name)
             if existing is not None:
                 if if_not_exists:
@@ -164,10 +164,10 @@ class Catalog:
                 created_at=now)).rowcount
             if not inserted:   # created concurrently since we looked
                 if if_not_exists:
-                    return self._get(conn, db, name)
+                    return self._get_existing(conn, db, name)
                 raise AlreadyExistsError(f"table {db}.{name} already exists")
             Counters(self.store.is_sqlite).create_write_id_counter(conn, db, name)
-            return self._get(conn, db, name)
+            return self._get_existing(conn, db, name)
 
     def _columns(self, spec: str | list[Column], what: str) -> list[Column]:
         if isinstance(spec, list):
@@ -194,7 +194,10 @@ class Catalog:
     def get_table(self, qualified: str) -> TableInfo:
         db, name = split_name(qualified)
         with self.store.read() as conn:
-            t = self._get(conn, db, name)
+            return self._get_existing(conn, db, name)
+
+    def _get_existing(self, conn: Connection, db: str, name: str) -> TableInfo:
+        t = self._get(conn, db, name)
         if t is None:
             raise TableNotFoundError(f"unknown table {db}.{name}")
         return t
@@ -215,7 +218,8 @@ class Catalog:
             q = select(tbls.c.db, tbls.c.name).order_by(tbls.c.db, tbls.c.name)
             if db is not None:
                 q = q.where(tbls.c.db == check_identifier(db, "database name"))
-            return [self._get(conn, r[0], r[1]) for r in conn.execute(q).all()]
+            # a table dropped between the two queries (PostgreSQL reads committed rows) is left out
+            return [t for r in conn.execute(q).all() if (t := self._get(conn, r[0], r[1])) is not None]
 
     def set_properties(self, qualified: str, properties: dict[str, str]) -> TableInfo:
         """``ALTER TABLE ... SET TBLPROPERTIES``; the table kind (insert-only or not) cannot change."""
@@ -231,7 +235,7 @@ class Catalog:
             props = {**t.properties, **new}
             conn.execute(tbls.update().where(tbls.c.db == db, tbls.c.name == name).values(
                 properties=json.dumps(props, sort_keys=True)))
-            return self._get(conn, db, name)
+            return self._get_existing(conn, db, name)
 
     def drop_table(self, qualified: str) -> TableInfo:
         """Forget a table (its files stay; delete them yourself once no reader needs them).

@@ -334,15 +334,15 @@ class CompactionQueue:
         q = (select(txn_components.c.tc_database, txn_components.c.tc_table, txn_components.c.tc_partition,
                     txn_components.c.tc_txnid)
              .join(txns, txns.c.txn_id == txn_components.c.tc_txnid).where(txns.c.txn_state == TxnState.ABORTED))
-        if table:
-            info = self.catalog.get_table(table)
+        info = self.catalog.get_table(table) if table else None
+        if info is not None:
             q = q.where(txn_components.c.tc_database == info.db, txn_components.c.tc_table == info.name)
         # an aborted txn that got a write id but recorded no component (a dynamic-partition
         # write killed before it knew its partitions) may have left files in any partition
         q2 = (select(txn_to_write_id.c.t2w_database, txn_to_write_id.c.t2w_table, txns.c.txn_id)
               .join(txns, txns.c.txn_id == txn_to_write_id.c.t2w_txnid)
               .where(txns.c.txn_state == TxnState.ABORTED, txn_to_write_id.c.t2w_swept.is_(False)))
-        if table:
+        if info is not None:
             q2 = q2.where(txn_to_write_id.c.t2w_database == info.db, txn_to_write_id.c.t2w_table == info.name)
         out: dict[tuple[str, str, str], set[int]] = {}
         with self.store.read() as conn:

@@ -65,13 +65,16 @@ class MetastoreConfig:
         if attr is None:
             raise InvalidInputError(f"unknown setting {key!r}; known: {sorted(self.KEYS.values())}")
         typ = {f.name: f.type for f in fields(self)}[attr]
+        if typ in ("str", str):
+            setattr(self, attr, value)
+            return
         try:
-            parsed = value if typ in ("str", str) else (int(value) if typ in ("int", int) else float(value))
+            number = int(value) if typ in ("int", int) else float(value)
         except ValueError:
             raise InvalidInputError(f"setting {key!r} needs a number, got {value!r}") from None
-        if attr != "warehouse" and parsed <= 0:
+        if not number > 0:      # also refuses nan
             raise InvalidInputError(f"setting {key!r} must be positive, got {value!r}")
-        setattr(self, attr, parsed)
+        setattr(self, attr, number)
 
     def items(self) -> dict[str, str]:
         return {self.KEYS[f.name]: str(getattr(self, f.name)) for f in fields(self)}

@@ -29,6 +29,7 @@ from .schema import txn_components, txns, write_stats
 
 _ACTIVE = (CompactionState.INITIATED, CompactionState.WORKING)
 _ENDED = (CompactionState.SUCCEEDED, CompactionState.FAILED, CompactionState.REFUSED)
+_Key = tuple[str, str, str]      # (database, table, partition)
 COMPACTOR_THRESHOLD_PREFIX = "compactorthreshold."
 NO_AUTO_COMPACTION = "no_auto_compaction"
 
@@ -172,11 +173,13 @@ class Initiator:
             out.append(self._decide(info, key[2], st, active.get(key), history.get(key, []), now, initiator_id))
         return out
 
-    def _load(self, by_key: dict[tuple[str, str], TableInfo]):  # type: ignore[no-untyped-def]
-        stats_rows: dict[tuple[str, str, str], list[dict]] = {}
-        aborts: dict[tuple[str, str, str], tuple[int, int]] = {}
-        active: dict[tuple[str, str, str], tuple[int, str]] = {}
-        history: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    def _load(self, by_key: dict[tuple[str, str], TableInfo]) -> tuple[
+            dict[_Key, list[dict]], dict[_Key, tuple[int, int]], dict[_Key, tuple[int, CompactionState]],
+            dict[_Key, list[tuple[CompactionState, int]]]]:
+        stats_rows: dict[_Key, list[dict]] = {}
+        aborts: dict[_Key, tuple[int, int]] = {}
+        active: dict[_Key, tuple[int, CompactionState]] = {}
+        history: dict[_Key, list[tuple[CompactionState, int]]] = {}
         dbs = sorted({k[0] for k in by_key})
         if not dbs:
             return stats_rows, aborts, active, history
@@ -205,8 +208,8 @@ class Initiator:
                 history.setdefault((d, t, p), []).append((state, end or 0))
         return stats_rows, aborts, active, history
 
-    def _decide(self, info: TableInfo, part: str, st: EntityStats, active: tuple[int, str] | None,
-                history: list[tuple[str, int]], now: int, initiator_id: str) -> InitiatorDecision:
+    def _decide(self, info: TableInfo, part: str, st: EntityStats, active: tuple[int, CompactionState] | None,
+                history: list[tuple[CompactionState, int]], now: int, initiator_id: str) -> InitiatorDecision:
         name = info.qualified_name
 
         def decision(action: str, reason: str, ctype: CompactionType | None = None,

@@ -8,7 +8,8 @@ Locks inside a txn live as long as the txn heartbeats; txn-less locks heartbeat 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
@@ -17,9 +18,11 @@ from .catalog import Catalog, check_identifier
 from .config import MetastoreConfig
 from .db import Store
 from .errors import InvalidInputError, LockTimeoutError, NoSuchObjectError, TxnAbortedError, TxnError
-from .models import NO_PARTITION, LockComponent, LockInfo, LockState, LockType, Operation
+from .models import NO_PARTITION, LockComponent, LockInfo, LockState, LockType, Operation, TxnState
 from .schema import hive_locks, next_lock_id, txns
 from .txn import TxnManager
+
+T = TypeVar("T")
 
 R, W, X, E = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCL_WRITE, LockType.EXCLUSIVE
 # requested -> existing types it must wait for
@@ -104,7 +107,7 @@ class LockManager:
             except NoSuchObjectError:
                 if txn_id:
                     info = self.txns.get_txn(txn_id)
-                    if info.state is LockState.ACQUIRED:
+                    if info.state is TxnState.ABORTED:
                         raise TxnAbortedError(f"transaction {txn_id} was aborted while waiting for lock {ext}: "
                                               f"{info.reason}", txn_id, info.reason) from None
                 raise
@@ -118,7 +121,7 @@ class LockManager:
             time.sleep(min(sleep, max(0.0, deadline - time.monotonic())))
             sleep = min(sleep * 2, 2.0)
 
-    def _plain(self, fn):  # type: ignore[no-untyped-def]
+    def _plain(self, fn: Callable[[Connection], T]) -> T:
         with self.store.write() as conn:
             return fn(conn)
 

@@ -102,7 +102,7 @@ class Metastore:
                                            f"{self.config.compactor_worker_timeout:g}s; requeued")
             requeued.append(c.id)
         # a worker whose compactor txn timed out (it died) gives its request back at once
-        failed = []
+        failed: list[int] = []
         for cid, action in self.compactions.recover_abandoned(self.txns.timeout_ms):
             (requeued if action == "requeued" else failed).append(cid)
         purged_hist = self.compactions.purge_history()

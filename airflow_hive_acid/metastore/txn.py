@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import getpass
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from ..acid.bucket_codec import MAX_STATEMENT_ID
 from ..acid.stats import WriteCounts
@@ -48,6 +49,8 @@ from .schema import (
     write_set,
     write_stats,
 )
+
+T = TypeVar("T")
 
 REASON_TIMED_OUT = "timed out"
 REASON_WRITE_CONFLICT = "write conflict"
@@ -255,7 +258,7 @@ class TxnManager:
             raise _Expired(txn_id)
         return row
 
-    def _run_checked(self, txn_id: int, fn):  # type: ignore[no-untyped-def]
+    def _run_checked(self, txn_id: int, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` in a write txn; if the txn turned out expired, abort it and raise."""
         _check_txn_id(txn_id)
         try:
@@ -499,7 +502,7 @@ class TxnManager:
                 self._check_row(txn_id, row)
                 raise _Expired(txn_id)   # open but its heartbeat just expired
             self._record_writes(conn, txn_id, writes, None)
-            comps: dict[tuple[str, str, str], tuple[str, int | None]] = {}
+            comps: dict[tuple[str, str, str], tuple[Operation, int | None]] = {}
             for db, tbl, part, op, wid in conn.execute(_TAKE_COMPONENTS, {"b_txn": txn_id}).all():
                 prev = comps.get((db, tbl, part))
                 if prev is None or (op.rewrites and prev[0] is Operation.INSERT):
@@ -549,7 +552,8 @@ class TxnManager:
             raise conflict[0]
         return result
 
-    def _find_conflict(self, conn: Connection, txn_id: int, rewrites: dict[tuple[str, str, str], str]):  # type: ignore[no-untyped-def]
+    def _find_conflict(self, conn: Connection, txn_id: int, rewrites: dict[tuple[str, str, str], Operation]
+                       ) -> tuple[tuple[str, str, str], int, Operation] | None:
         """First committer wins: a committed update/delete of the same partition by a txn that
         committed after this one opened. Records this txn's footprint if there is none."""
         # The commit id is read after this txn's row was marked committed: a txn that opens later
@@ -724,7 +728,8 @@ class TxnManager:
                     or_(txns.c.txn_state.in_((TxnState.OPEN, TxnState.ABORTED)), txns.c.txn_id > vtl.high_watermark)))
         if txn_id is not None:
             q = q.where(txns.c.txn_id != txn_id)
-        open_ids, aborted = [], []
+        open_ids: list[int] = []
+        aborted: list[int] = []
         for wid, tid, state in conn.execute(q):
             if wid > hwm:
                 continue
@@ -805,7 +810,7 @@ def _aborted_error(txn_id: int, reason: str | None) -> TxnAbortedError:
     return TxnAbortedError(f"transaction {txn_id} was aborted: {reason or 'no reason given'}", txn_id, reason)
 
 
-def _txn_info(row) -> TxnInfo:  # type: ignore[no-untyped-def]
+def _txn_info(row: RowMapping) -> TxnInfo:
     return TxnInfo(txn_id=row["txn_id"], state=TxnState(row["txn_state"]), started=row["txn_started"],
                    last_heartbeat=row["txn_last_heartbeat"], user=row["txn_user"], host=row["txn_host"],
                    agent_info=row["txn_agent_info"], reason=row["txn_meta_info"],
@@ -817,17 +822,18 @@ def _check_txn_id(txn_id: object) -> None:
         raise InvalidInputError(f"bad transaction id {txn_id!r}")
 
 
-def _component_row(txn_id: int, key: tuple[str, str, str], value: tuple[str, int | None]) -> dict:
+def _component_row(txn_id: int, key: tuple[str, str, str], value: tuple[Operation, int | None]) -> dict:
     return {"tc_txnid": txn_id, "tc_database": key[0], "tc_table": key[1], "tc_partition": key[2],
             "tc_operation_type": value[0], "tc_writeid": value[1]}
 
 
-def _stream_batch(r: dict) -> StreamBatch:
+def _stream_batch(r: RowMapping) -> StreamBatch:
     return StreamBatch(f"{r['sb_database']}.{r['sb_table']}", r["sb_query_id"], r["sb_batch_id"], r["sb_txnid"],
                        r["sb_writeid"], r["sb_rows"], r["sb_committed_at"])
 
 
-def _stat_row(w: WriteStat, txn_id: int, now: int) -> dict:
+def _stat_row(w: WriteStat, txn_id: int, now: int | None) -> dict:
+    """A ``write_stats`` row; ``now`` is its commit time, None while the txn is open."""
     return {"ws_database": w.db, "ws_table": w.table, "ws_partition": w.partition, "ws_writeid": w.write_id,
             "ws_txnid": txn_id, "ws_operation_type": w.operation, **w.counts(), "committed_at": now}
 

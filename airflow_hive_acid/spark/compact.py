@@ -33,7 +33,7 @@ from pyspark import SparkContext
 
 from ..acid import fs as afs
 from ..acid.errors import AcidError
-from ..acid.names import NameError_, base_name, bucket_file_name, delta_name, parse_dir
+from ..acid.names import NameError_, ParsedBase, base_name, bucket_file_name, delta_name, parse_dir
 from ..acid.reader import (
     ROW_ID_COLUMN,
     BucketGroup,
@@ -303,7 +303,7 @@ def _within(name: str, hwm: int | None, txns: ValidTxnList) -> bool:
         return True
     if hwm is None:
         return True
-    top = p.write_id if p.kind == "base" else p.max_write_id
+    top = p.write_id if isinstance(p, ParsedBase) else p.max_write_id
     return top <= hwm
 
 

@@ -8,7 +8,11 @@ a partition or bucket column is refused (the row would have to move).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyspark import StorageLevel
@@ -25,6 +29,8 @@ from ..jobs.spec import JobSpecError, MergeClause, SnapshotSpec, SourceSpec
 from .scan import Table, read_table
 from .types import assignable, spark_type
 from .write import ACTION, BUCKET, DELETE, INSERT, KIND, UPDATE, delete_events_df, insert_events_df, update_events_df
+
+R = TypeVar("R")
 
 TARGET_ALIAS, SOURCE_ALIAS = "t", "s"
 IN_TARGET, IN_SOURCE, _TGT, RID = "__in_target", "__in_source", "__clause", "__rid"
@@ -49,18 +55,24 @@ def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _analyse(df_builder, what: str):  # type: ignore[no-untyped-def]
+def _analyse(df_builder: Callable[[], R], what: str) -> R:
     try:
         return df_builder()
     except (ParseException, AnalysisException) as exc:
         raise DmlError(f"{what}: {_first_line(exc)}") from None
 
 
+def _type_of(rows: DataFrame, value: SparkColumn) -> T.DataType:
+    return rows.select(value).schema.fields[0].dataType
+
+
 def load_source(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """A MERGE/INSERT source: a file or directory, or another ACID table at its snapshot."""
-    source.validate()
-    if source.table is not None:
+    source.validate()       # a table with its snapshot, or a path
+    if source.table is not None and source.snapshot is not None:
         return read_table(spark, source.table, source.snapshot)
+    if not source.path:
+        raise DmlError("a source is a path or an ACID table at a snapshot; this one is neither")
     fmt = source.format_name
     check_source_files(source.path, fmt)
     opts = dict(source.options)
@@ -92,7 +104,9 @@ def check_source_files(path: str, fmt: str) -> list[pafs.FileInfo]:
     else:
         raise DmlError(f"source {path} does not exist")
     magic = _MAGIC.get(fmt)
-    for f in files if magic else []:
+    if magic is None:
+        return files
+    for f in files:
         with fs.open_input_stream(f.path) as fh:
             head = fh.read(len(magic))
         if head != magic:
@@ -169,7 +183,7 @@ def update(spark: SparkSession, table: Table, snapshot: SnapshotSpec, assignment
     for c in table.all_columns:
         if c.name in assignments:
             e = _expr(assignments[c.name], f"SET {c.name}")
-            t = _analyse(lambda e=e: scan.select(e).schema.fields[0].dataType, f"SET {c.name}")
+            t = _analyse(partial(_type_of, scan, e), f"SET {c.name}")
             new_values.append(_typed(table, c.name, e, t, f"SET {c.name}"))
         else:
             new_values.append(F.col(c.name))
@@ -239,7 +253,12 @@ def spark_join(spark: SparkSession, table: Table, snapshot: SnapshotSpec, source
         tgt.count()
     if keys is not None and estimated_bytes(source) <= BROADCAST_SOURCE_BYTES:
         return _broadcast_join(tgt, src, keys, kinds, small_target=pushed is not None)
-    cond = _expr(on, "ON condition") if isinstance(on, str) else _key_condition(keys)
+    if isinstance(on, str):
+        cond = _expr(on, "ON condition")
+    elif keys is not None:
+        cond = _key_condition(keys)
+    else:
+        raise DmlError(f"MERGE ON {on!r} names no key columns")
     how = "full_outer" if "not_matched_by_source" in kinds else (
         "right_outer" if "not_matched" in kinds else "inner")
     return _analyse(lambda: tgt.join(src, on=cond, how=how), "MERGE ON")
@@ -258,6 +277,8 @@ def merge_events(table: Table, joined: DataFrame, clauses: list[MergeClause]) ->
         if c.condition:
             when = when & F.coalesce(_expr(c.condition, f"clause {i + 1} condition"), F.lit(False))
         choice = F.when(when, F.lit(i)) if choice is None else choice.when(when, F.lit(i))
+    if choice is None:
+        raise DmlError("MERGE needs at least one WHEN clause")
     chosen = _analyse(lambda: joined.withColumn(_TGT, choice.otherwise(F.lit(-1))), "MERGE clause")
     acting = chosen.filter(F.col(_TGT) >= 0)
     # One pass: each acting row yields a delete event (update, delete) and/or an insert event
@@ -317,7 +338,8 @@ def _needed_target_columns(table: Table, clauses: list[MergeClause], keys: list[
 MAX_PUSHED_KEYS = 20_000_000
 
 
-def _pushed_keys(table: Table, source: DataFrame, keys: list[str] | None, kinds: set[str]):  # type: ignore[no-untyped-def]
+def _pushed_keys(table: Table, source: DataFrame, keys: list[str] | None,
+                 kinds: set[str]) -> tuple[str, pa.Array] | None:
     """The source's key values, when the target rows that can matter are exactly those whose
     key is among them (one data key column, no NOT MATCHED BY SOURCE): the readers then drop
     every other row before it reaches Spark."""
@@ -340,6 +362,8 @@ def _key_condition(keys: list[str]) -> SparkColumn:
     for k in keys:
         e = F.col(f"{TARGET_ALIAS}.{k}") == F.col(f"{SOURCE_ALIAS}.{k}")
         cond = e if cond is None else cond & e
+    if cond is None:
+        raise DmlError("MERGE ON needs at least one key column")
     return cond
 
 
@@ -400,7 +424,10 @@ def _clause_value(table: Table, rows: DataFrame, c: MergeClause, i: int, name: s
         return F.col(f"{TARGET_ALIAS}.{name}")
     if c.assignments:
         return F.lit(None).cast(spark_type(col.type))
-    src_fields = {f.name for f in rows.schema[SOURCE_ALIAS].dataType.fields}
+    src_type = rows.schema[SOURCE_ALIAS].dataType
+    if not isinstance(src_type, T.StructType):
+        raise DmlError(f"clause {i + 1}: the joined rows' {SOURCE_ALIAS!r} column is {src_type}, not a struct")
+    src_fields = {f.name for f in src_type.fields}
     if name not in src_fields:
         raise DmlError(f"clause {i + 1}: INSERT * needs source column {name!r}")
     t = rows.select(F.col(f"{SOURCE_ALIAS}.{name}")).schema.fields[0].dataType

@@ -10,7 +10,7 @@ take the DataFrame path.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,7 +144,8 @@ def run_load(sc: SparkContext, stmt: Statement, splits: list[Split], static: dic
     staging = stmt.staging()
     try:
         with stage("write") as progress:
-            rows = run_tasks(sc, len(tasks), _load_task(stmt, staging, plan, tasks))
+            # no plan: no splits, so no tasks (an INSERT OVERWRITE of nothing still publishes)
+            rows = run_tasks(sc, len(tasks), _load_task(stmt, staging, plan, tasks)) if plan is not None else []
             progress["rows"] = written_rows(rows)
         with stage("publish"):
             return publish(fs, root, staging, stmt, rows, overwrite_partitions)
@@ -152,8 +153,8 @@ def run_load(sc: SparkContext, stmt: Statement, splits: list[Split], static: dic
         afs.remove_dir(fs, staging)
 
 
-def _load_task(stmt: Statement, staging: str, plan: Conform | None,  # type: ignore[no-untyped-def]
-               tasks: list[list[Split]]):
+def _load_task(stmt: Statement, staging: str, plan: Conform,
+               tasks: list[list[Split]]) -> Callable[[int], list[dict]]:
     table = stmt.table
 
     def load(task: int) -> list[dict]:

@@ -21,7 +21,7 @@ then shuffled to their buckets' writers.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,17 +80,20 @@ def run_merge(spark: JobSpark, stmt: Statement, snapshot: SnapshotSpec, source: 
             kinds = {c.when for c in clauses}
             rows = source_rows(spark, table, source, keys, clauses) if keys is not None else None
             plan = (plan_buckets(table, snapshot, rows, keys, needed, kinds, exclude, source_dir)
-                    if rows is not None else None)
+                    if keys is not None and rows is not None else None)
             program = arrow_program(plan, clauses) if plan is not None else None
+            events: DataFrame | None = None
             if plan is None:
                 events = dml.merge_events(table, dml.spark_join(spark.session, table, snapshot,
                                                                 dml.load_source(spark.session, source),
                                                                 on, keys, needed, kinds, exclude), clauses)
             elif program is None:
                 events = dml.merge_events(table, joined_rows(spark.session, plan), clauses)
-        if program is not None:
+        if plan is not None and program is not None:
             return run_in_arrow(spark.sc, stmt, plan, program, stage)
-        return write_statement(spark.session, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, (),
+        if events is None:      # cannot happen: a MERGE not run in Arrow has its Spark plan from above
+            raise RuntimeError(f"MERGE into {table.spec.name} was planned neither in Arrow nor in Spark")
+        return write_statement(spark.session, stmt, events, Placement.SHUFFLE if plan is None else Placement.LOCAL, [],
                                stage)
     finally:
         afs.remove_dir(fs, source_dir)
@@ -196,8 +199,8 @@ def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: lis
         name = f"batch-{n:05d}.arrow"
         with fs.open_output_stream(afs.join(source_dir, name)) as out, \
                 pa.ipc.new_file(out, source.schema) as writer:
-            groups = group_rows(batch, [key_values[c.name] for c in table.partition_columns] + [buckets])
-            for i, (values, rows) in enumerate(groups):
+            row_groups = group_rows(batch, [key_values[c.name] for c in table.partition_columns] + [buckets])
+            for i, (values, rows) in enumerate(row_groups):
                 slices.setdefault((partition_name(table, values[:-1]), int(values[-1])), []).append((name, i))
                 writer.write_batch(rows)
         release_freed_memory()     # else each batch's freed decode buffers stay and the next grows past them
@@ -303,7 +306,7 @@ def _tasks(fs: pafs.FileSystem, plan: BucketPlan, indices: Iterable[int]) -> Ite
         yield group, pa.Table.from_batches(parts, schema=plan.source_schema)
 
 
-def _join_task(plan: BucketPlan):  # type: ignore[no-untyped-def]
+def _join_task(plan: BucketPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     location = plan.table.spec.location
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -378,7 +381,8 @@ def merge_groups(stmt: Statement, staging: str, plan: BucketPlan, program: list[
     return files.close()
 
 
-def _merge_task(stmt: Statement, staging: str, plan: BucketPlan, program: list[ClauseProgram]):  # type: ignore[no-untyped-def]
+def _merge_task(stmt: Statement, staging: str, plan: BucketPlan,
+                program: list[ClauseProgram]) -> Callable[[int], list[dict]]:
     def run(task: int) -> list[dict]:
         return merge_groups(stmt, staging, plan, program, task, [task])
 

@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 
 from ..acid import fs as afs
 from ..acid.errors import AcidError
-from ..acid.names import parse_dir
+from ..acid.names import ParsedDelta, parse_dir
 from ..acid.partitions import DEFAULT_PARTITION_NAME, parse_part_name
 from ..acid.reader import (
     ROW_ID_COLUMN,
@@ -52,7 +52,7 @@ class Table:
         return self.spec.partition_cols
 
     @property
-    def fs_and_root(self):  # type: ignore[no-untyped-def]
+    def fs_and_root(self) -> tuple[pafs.FileSystem, str]:
         return afs.filesystem_for(self.spec.location)
 
     @property
@@ -110,15 +110,15 @@ def _without_statement(entries: list[DirEntry], stmt: tuple[int, frozenset[int]]
                 p = parse_dir(e.name)
             except AcidError:
                 p = None
-            if p is not None and p.min_write_id == p.max_write_id == stmt[0] and p.statement_id in stmt[1]:
+            if isinstance(p, ParsedDelta) and p.min_write_id == p.max_write_id == stmt[0] and p.statement_id in stmt[1]:
                 continue
         out.append(e)
     return out
 
 
-def partition_values(table: Table, part: str) -> list[pa.Array | None]:
-    """The typed values of a partition's columns (strings in the path, NULL for Hive's default
-    partition)."""
+def partition_values(table: Table, part: str) -> list[pa.Scalar]:
+    """The typed values of a partition's columns (strings in the path, a null scalar for Hive's
+    default partition)."""
     if not table.partition_columns:
         return []
     spec = parse_part_name(part, table.partition_names)
@@ -219,8 +219,7 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
         raise AcidReadError(f"key filter column {key_filter[0]!r} must be a read data column")
     request, arrow_fields, drop_first = scan_request(t, columns, with_row_id)
     # The key values travel once per executor as a broadcast, not inside every task's closure.
-    keys_bc = spark.sparkContext.broadcast(_ipc(key_filter[1])) if key_filter is not None else None
-    key_name = key_filter[0] if key_filter is not None else None
+    keys_bc = (key_filter[0], spark.sparkContext.broadcast(_ipc(key_filter[1]))) if key_filter is not None else None
     snapshot_text = plan.snapshot.to_string()
     location = t.spec.location
     groups = plan.groups
@@ -230,7 +229,8 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
         snap = ValidWriteIdList.parse(snapshot_text)
         req = request
         if keys_bc is not None:
-            req = replace(request, key_filter=(key_name, KeySet(_from_ipc(keys_bc.value))))
+            key_name, key_values = keys_bc
+            req = replace(request, key_filter=(key_name, KeySet(_from_ipc(key_values.value))))
         for i in task_indices(batches):
             yield from read_group(fs, t, groups[i], snap, req, arrow_fields, drop_first)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 
 import pyarrow as pa
 from py4j import protocol
@@ -97,7 +98,7 @@ def load_sql_classes(spark: JobSpark) -> None:
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    def same(batches):  # type: ignore[no-untyped-def]
+    def same(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
 
     session = spark.session

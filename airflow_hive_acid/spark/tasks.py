@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import pyarrow as pa
-from pyspark import SparkContext
+from pyspark import SparkContext, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 
 T = TypeVar("T")
@@ -53,9 +53,17 @@ def release_freed_memory() -> None:
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL("libc.so.6").malloc_trim      # type: ignore[no-any-return]
+        return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
         return None                                      # not glibc: no such heap to trim
+
+
+def task_context() -> TaskContext:
+    """The running Spark task's context (``TaskContext.get()`` is None outside a task)."""
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("no Spark task is running: this code runs only inside a Spark task")
+    return ctx
 
 
 def task_frame(spark: SparkSession, tasks: int, slices: int | None = None) -> DataFrame:
