@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from .acid.writeids import ValidWriteIdList
 from .errors import HiveAcidError
@@ -45,22 +45,24 @@ def local_time(epoch_ms: Any) -> str:
     if not epoch_ms:                       # None, or 0: never
         return NO_VAL
     import pendulum
-    return pendulum.from_timestamp(int(epoch_ms) // 1000, tz=pendulum.local_timezone()).isoformat()
+    from pendulum.tz import local_timezone
+    zone = local_timezone()                # a Timezone, or a FixedTimezone where TZ is an offset
+    return pendulum.from_timestamp(int(epoch_ms) // 1000, tz=zone).isoformat()  # type: ignore[arg-type]
 
 
 Column = tuple[str, str] | tuple[str, str, Callable[[Any], str]]
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[Column], out=None) -> None:
+def print_table(rows: list[dict[str, Any]], columns: Sequence[Column], out: TextIO | None = None) -> None:
     """Tab-separated with a header line, like Hive's CLI output of SHOW commands; a column's
     optional third element formats its values (default :func:`_fmt`)."""
     out = out if out is not None else sys.stdout
     print("\t".join(c[0] for c in columns), file=out)
     for r in rows:
-        print("\t".join((c[2] if len(c) > 2 else _fmt)(r.get(c[1])) for c in columns), file=out)  # type: ignore[misc]
+        print("\t".join((c[2] if len(c) > 2 else _fmt)(r.get(c[1])) for c in columns), file=out)
 
 
-def emit(args: argparse.Namespace, payload: Any, human: Callable[[], None] | None = None) -> None:
+def emit(args: argparse.Namespace, payload: Any, human: Callable[[], object] | None = None) -> None:
     if args.json or human is None:
         print(json.dumps(payload, indent=None if args.json else 2, sort_keys=False, default=str))
     else:
@@ -452,7 +454,7 @@ def cmd_dirs(args: argparse.Namespace) -> None:
     fs, root = afs.filesystem_for(info.location)
     only = [ms.catalog.partition_name(info, args.partition)] if args.partition else None
     listing = afs.list_table(fs, root, [c.name for c in info.partition_columns], only)
-    out = []
+    out: list[dict[str, Any]] = []
     for part in sorted(listing.partitions):
         st = get_acid_state(listing.partitions[part], snap.valid_write_ids, snap.valid_txns)
         out.append({"partition": part or None,
@@ -482,7 +484,7 @@ def cmd_dirs(args: argparse.Namespace) -> None:
 def cmd_register(args: argparse.Namespace) -> None:
     """Adopt a table directory Hive wrote: its write ids become committed history."""
     from .acid import fs as afs
-    from .acid.names import parse_dir
+    from .acid.names import ParsedBase, parse_dir
     ms = _ms(args)
     fs, root = afs.filesystem_for(args.location)
     if not afs.exists(fs, root):
@@ -496,7 +498,7 @@ def cmd_register(args: argparse.Namespace) -> None:
         for e in entries:
             if e.is_dir and (e.name.startswith(("base_", "delta_", "delete_delta_"))):
                 p = parse_dir(e.name)
-                max_wid = max(max_wid, p.write_id if p.kind == "base" else p.max_write_id)
+                max_wid = max(max_wid, p.write_id if isinstance(p, ParsedBase) else p.max_write_id)
     aborted = [int(x) for x in (args.aborted or "").split(",") if x.strip()]
     ms.txns.adopt_history(info.qualified_name, max_wid, aborted)
     parts = sorted(p for p in listing.partitions if p)

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
@@ -34,6 +34,9 @@ from ..jobs.launcher import (
 )
 
 LOCAL_MASTER = "local[*]"
+
+if TYPE_CHECKING:
+    from airflow.sdk.types import Logger
 
 
 class _FilteredLog:
@@ -67,7 +70,7 @@ class _JobSubmit(SparkSubmitHook):
     @contextmanager
     def _logging_only(self, keep: Callable[[str], bool]) -> Iterator[None]:
         log = self.log
-        self._log = _FilteredLog(log, keep)
+        self._log = cast("Logger", _FilteredLog(log, keep))   # duck-typed: info() filtered, the rest passed on
         try:
             yield
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from sqlalchemy import delete, select
@@ -118,7 +119,7 @@ class Catalog:
     # -- tables -------------------------------------------------------------------------------
     def create_table(self, qualified: str, columns: str | list[Column], *,
                      partitioned_by: str | list[Column] | None = None,
-                     bucketed_by: list[str] | str | None = None, buckets: int = 0,
+                     bucketed_by: Sequence[str] | str | None = None, buckets: int = 0,
                      location: str | None = None, properties: dict[str, str] | None = None,
                      if_not_exists: bool = False, create_database: bool = True) -> TableInfo:
         """Register an ACID table; its directory is created by the first write, not here."""
@@ -178,7 +179,7 @@ class Catalog:
             raise InvalidInputError(f"bad {what}: {exc}") from None
 
     @staticmethod
-    def _bucket_columns(spec: list[str] | str | None, cols: list[Column]) -> list[str]:
+    def _bucket_columns(spec: Sequence[str] | str | None, cols: list[Column]) -> list[str]:
         if not spec:
             return []
         names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)

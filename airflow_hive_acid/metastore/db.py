@@ -76,7 +76,7 @@ class Store:
         self.is_sqlite = parsed.drivername.startswith("sqlite")
         if self.is_sqlite:
             self.engine = self._sqlite_engine(parsed.database)
-            self._consistent_engine = self.engine
+            self._consistent_engine: Engine | None = self.engine
         else:
             require_psycopg(self.url)
             # No pre-ping: it would add a round trip to every call. Connections are recycled
@@ -147,10 +147,10 @@ class Store:
     def insert_ignore(self, table: Any) -> Any:
         """``INSERT ... ON CONFLICT DO NOTHING``: concurrent writers adding the same row both succeed."""
         if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        return dialect_insert(table).on_conflict_do_nothing()
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+            return sqlite_insert(table).on_conflict_do_nothing()
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+        return postgresql_insert(table).on_conflict_do_nothing()
 
     def has_schema(self) -> bool:
         return inspect(self.engine).has_table("ha_config")

@@ -78,8 +78,11 @@ class FastPath:
     def cursor(self) -> Iterator[Any]:
         conn = self.engine.raw_connection()
         try:
-            with conn.cursor() as cur:
+            cur = conn.cursor()
+            try:
                 yield cur
+            finally:
+                cur.close()
         finally:
             conn.close()   # back to the pool
 

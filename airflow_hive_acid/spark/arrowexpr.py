@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -68,6 +69,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         if not m or m.end() == pos:
             raise Unsupported(f"cannot read {text[pos:pos + 10]!r}")
         kind = m.lastgroup
+        if kind is None:
+            raise Unsupported(f"cannot read {text[pos:pos + 10]!r}")
         if kind == "op" and text.startswith("--", m.start(kind)):
             raise Unsupported("a -- comment")          # Spark reads the rest of the line as a comment
         out.append((kind, m.group(kind)))
@@ -100,8 +103,9 @@ class _Parser:
 
     def parse(self) -> Node:
         node = self.or_()
-        if self.peek() is not None:
-            raise Unsupported(f"unexpected {self.peek()[1]!r}")
+        extra = self.peek()
+        if extra is not None:
+            raise Unsupported(f"unexpected {extra[1]!r}")
         return node
 
     def or_(self) -> Node:
@@ -570,12 +574,14 @@ def _arithmetic(op: str, args: list, t: pa.DataType, n: int) -> tuple[pa.Array |
     except pa.ArrowInvalid:
         pass
     # which rows overflow, computed exactly (only when one does)
-    py = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "neg": lambda x: -x}[op]
+    py: dict[str, Callable[..., int]] = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
+                                         "mul": lambda x, y: x * y, "neg": lambda x: -x}
+    exact = py[op]
     bits = _INT_RANGE[t]
     lo, hi = -2 ** (bits - 1), 2 ** (bits - 1) - 1
     out, overflow = [], np.zeros(n, dtype=bool)
     for i, xs in enumerate(zip(*(_array(v, n).to_pylist() for v in args))):
-        r = None if None in xs else py(*xs)
+        r = None if None in xs else exact(*xs)
         if r is not None and not lo <= r <= hi:
             overflow[i], r = True, None
         out.append(r)

@@ -151,8 +151,9 @@ def read(spark: SparkSession, spec: JobSpec, table: Table, r: Read) -> ReadOutpu
         partitions = select_partitions(spark, table, spec.snapshot, r.partition_filter, partitions)
     df = read_table(spark, table, spec.snapshot, columns=r.columns, partitions=partitions,
                     with_row_id=r.with_row_id)
-    if r.where:
-        df = dml._analyse(lambda: df.filter(dml._expr(r.where, "WHERE condition")), "WHERE")
+    where = r.where
+    if where:
+        df = dml._analyse(lambda: df.filter(dml._expr(where, "WHERE condition")), "WHERE")
     if r.order_by:
         df = df.orderBy(*r.order_by)
     if r.limit is not None:

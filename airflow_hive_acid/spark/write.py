@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-from pyspark import TaskContext
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,7 +39,7 @@ from ..acid import fs as afs
 from ..acid.bucket_codec import MAX_BUCKET_ID, decode_bucket_array
 from ..acid.bucketing import bucket_ids
 from ..acid.errors import AcidError
-from ..acid.names import base_name, bucket_file_name, delta_name, parse_dir
+from ..acid.names import ParsedDelta, base_name, bucket_file_name, delta_name, parse_dir
 from ..acid.partitions import make_part_name
 from ..acid.reader import ROW_ID_COLUMN
 from ..acid.writer import InsertFile, delete_events, write_acid_file
@@ -48,7 +47,7 @@ from ..errors import InvalidInputError
 from ..jobs.manifest import PartitionStats
 from ..jobs.spec import partition_value_text
 from .scan import Table
-from .tasks import release_freed_memory
+from .tasks import release_freed_memory, task_context
 from .types import ROW_ID_SPARK, spark_type
 
 KIND = "__kind"        # "i" insert event, "d" delete event
@@ -159,7 +158,7 @@ def update_events_df(table: Table, rows: DataFrame) -> DataFrame:
 
 
 def write_statement(spark: SparkSession, stmt: Statement, events: DataFrame, placement: Placement,
-                    overwrite_partitions: list[str] = (), stage: Stage = _no_stage) -> list[PartitionStats]:
+                    overwrite_partitions: Sequence[str] = (), stage: Stage = _no_stage) -> list[PartitionStats]:
     """Write all events of a statement and publish its directories; per-partition stats.
 
     ``overwrite_partitions``: partitions an INSERT OVERWRITE empties even if no row lands there
@@ -401,7 +400,7 @@ def _writer(stmt: Statement, staging: str, placement: Placement):  # type: ignor
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = afs.filesystem_for(location)
-        files = TaskFiles(stmt, staging, fs, TaskContext.get().partitionId(), placement)
+        files = TaskFiles(stmt, staging, fs, task_context().partitionId(), placement)
         for b in batches:
             files.add(b)
         out = files.close()
@@ -413,7 +412,7 @@ def _writer(stmt: Statement, staging: str, placement: Placement):  # type: ignor
 
 
 def publish(fs: pafs.FileSystem, root: str, staging: str, stmt: Statement, rows: list[dict],
-            overwrite_partitions: list[str] = ()) -> list[PartitionStats]:
+            overwrite_partitions: Sequence[str] = ()) -> list[PartitionStats]:
     """Markers into every directory the tasks wrote (rows: their stats), then each moved into
     place; per-partition stats."""
     stats: dict[str, PartitionStats] = {}
@@ -463,5 +462,6 @@ def _remove_leftovers(fs: pafs.FileSystem, root: str, stmt: Statement, keep: set
                 p = parse_dir(e.name)
             except AcidError:
                 continue
-            if p.min_write_id == p.max_write_id == stmt.write_id and p.statement_id in stmt.statement_ids:
+            if (isinstance(p, ParsedDelta) and p.min_write_id == p.max_write_id == stmt.write_id
+                    and p.statement_id in stmt.statement_ids):
                 fs.delete_dir(afs.join(root, part, e.name))
