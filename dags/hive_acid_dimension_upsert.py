@@ -8,7 +8,7 @@ event on ``hive-acid://dim/customer`` that downstream DAGs can be scheduled on.
 from __future__ import annotations
 
 import pendulum
-from _demo_data import data_dir
+from _demo_data import data_dir, run_date
 from airflow.sdk import DAG, task
 
 from airflow_hive_acid.operators import AcidCreateTableOperator, AcidMergeOperator
@@ -32,20 +32,22 @@ with DAG(
         properties={"compactorthreshold.hive.compactor.delta.num.threshold": "1"})
 
     @task
-    def extract(data_interval_start: pendulum.DateTime | None = None) -> str:
-        """Customers changed in the hour (a deterministic stand-in for the source system)."""
+    def extract(dag_run=None) -> str:  # noqa: ANN001 - Airflow passes the run
+        """Customers changed in the hour (a deterministic stand-in for the source system): the
+        run's hour, or for a run triggered by hand (no data interval) the hour it was triggered."""
         import pyarrow as pa
         import pyarrow.parquet as pq
-        hour = data_interval_start.int_timestamp // 3600
+        when = run_date(dag_run).start_of("hour")
+        hour = when.int_timestamp // 3600
         ids = list(range(1 + (hour % 10) * 3, 13 + (hour % 10) * 3))   # a sliding window: 9 seen, 3 new
-        stamp = data_interval_start.isoformat()
+        stamp = when.isoformat()
         rows = pa.table({
             "customer_id": pa.array(ids, pa.int64()),
             "email": [f"c{i}-{hour % 5}@example.com" for i in ids],
             "tier": ["gold" if (i + hour) % 3 == 0 else "silver" for i in ids],
             "updated_at": [stamp] * len(ids),
         })
-        path = f"{data_dir('dimension')}/customers_{data_interval_start.format('YYYYMMDDHH')}.parquet"
+        path = f"{data_dir('dimension')}/customers_{when.format('YYYYMMDDHH')}.parquet"
         pq.write_table(rows, path)
         return path
 

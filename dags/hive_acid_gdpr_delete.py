@@ -8,7 +8,7 @@ transaction: a retry of a task whose delete already committed does not run it ag
 from __future__ import annotations
 
 import pendulum
-from _demo_data import data_dir
+from _demo_data import data_dir, run_date
 from airflow.sdk import DAG, task
 
 from airflow_hive_acid.operators import AcidCreateTableOperator, AcidInsertOperator, AcidMergeOperator
@@ -52,11 +52,11 @@ with DAG(
                                      source="{{ ti.xcom_pull(task_ids='demo_data')['orders'] }}")
 
     @task
-    def erasure_requests(ds: str | None = None) -> str:
+    def erasure_requests(dag_run=None) -> str:  # noqa: ANN001 - Airflow passes the run
         """The day's erasure requests as a one-column file of customer ids."""
         import pyarrow as pa
         import pyarrow.parquet as pq
-        path = f"{data_dir('gdpr')}/erasure_{ds}.parquet"
+        path = f"{data_dir('gdpr')}/erasure_{run_date(dag_run).to_date_string()}.parquet"
         pq.write_table(pa.table({"id": pa.array([3, 7, 11], pa.int64())}), path)
         return path
 

@@ -12,7 +12,7 @@ to watch the abort path.
 from __future__ import annotations
 
 import pendulum
-from _demo_data import data_dir
+from _demo_data import RUN_DS, data_dir
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -45,7 +45,7 @@ with DAG(
     ]
 
     @task
-    def stage(ds: str | None = None, params: dict | None = None) -> dict[str, str]:
+    def stage(params: dict | None = None) -> dict[str, str]:
         """The restated day as delivered upstream: the orders and their totals (the partition,
         ``ds``, is named by the insert tasks, so the files carry no ds column)."""
         import pyarrow as pa
@@ -62,10 +62,10 @@ with DAG(
     staged = stage()
     begin = AcidBeginTransactionOperator(task_id="begin", tables=[ORDERS, TOTALS])
     restate_orders = AcidInsertOperator(
-        task_id="restate_orders", table=ORDERS, txn_id=TXN, overwrite=True, partition={"ds": "{{ ds }}"},
+        task_id="restate_orders", table=ORDERS, txn_id=TXN, overwrite=True, partition={"ds": RUN_DS},
         source="{{ ti.xcom_pull(task_ids='stage')['orders'] }}")
     restate_totals = AcidInsertOperator(
-        task_id="restate_totals", table=TOTALS, txn_id=TXN, overwrite=True, partition={"ds": "{{ ds }}"},
+        task_id="restate_totals", table=TOTALS, txn_id=TXN, overwrite=True, partition={"ds": RUN_DS},
         source="{{ ti.xcom_pull(task_ids='stage')['totals'] }}")
 
     @task
@@ -84,7 +84,7 @@ with DAG(
     # The failure branch: abort, then fail, so the run ends red with nothing half-visible.
     abort = AcidAbortTransactionOperator(task_id="abort", txn_id=TXN, trigger_rule="one_failed",
                                          reason="restatement failed validation", fail_task=True)
-    show = AcidReadOperator(task_id="show_orders", table=ORDERS, where="ds = '{{ ds }}'",
+    show = AcidReadOperator(task_id="show_orders", table=ORDERS, where=f"ds = '{RUN_DS}'",
                             order_by=["order_id"], trigger_rule="all_done")
 
     ensure >> staged >> begin >> [restate_orders, restate_totals] >> check >> commit >> show

@@ -9,7 +9,7 @@ sees them in the write stats and compacts them like any other table's deltas.
 from __future__ import annotations
 
 import pendulum
-from _demo_data import data_dir
+from _demo_data import data_dir, run_date
 from airflow.sdk import DAG, task
 
 from airflow_hive_acid.operators import AcidCreateTableOperator, AcidStreamingIngestOperator
@@ -31,10 +31,12 @@ with DAG(
         partitioned_by="ds string", bucketed_by=["user_id"], buckets=4)
 
     @task
-    def clicks_arrive(logical_date=None) -> list[str]:  # noqa: ANN001 - Airflow passes the run's date
-        """Stands in for the upstream that drops files: three files of clicks for this hour."""
+    def clicks_arrive(dag_run=None) -> list[str]:  # noqa: ANN001 - Airflow passes the run
+        """Stands in for the upstream that drops files: three files of clicks for this hour (the
+        hour it was triggered, for a run triggered by hand)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
+        logical_date = run_date(dag_run).start_of("hour")
         hour = int(logical_date.timestamp()) // 3600
         paths = []
         for f in range(3):

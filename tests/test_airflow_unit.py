@@ -233,8 +233,12 @@ def test_trigger_serializes_round_trip():
     assert path == "airflow_hive_acid.triggers.compaction.CompactionTrigger"
     assert CompactionTrigger(**kwargs).serialize() == (path, kwargs)
     assert kwargs["target_states"] == ["ready for cleaning"]
-    with pytest.raises(ValueError, match="compaction_id or table"):
+    with pytest.raises(ValueError, match="compaction_id, compaction_ids or table"):
         CompactionTrigger(hive_acid_conn_id="c")
+    with pytest.raises(ValueError, match="compaction_ids alone"):
+        CompactionTrigger(hive_acid_conn_id="c", table="s.a", compaction_ids=[1])
+    listed = CompactionTrigger(hive_acid_conn_id="c", compaction_ids=[3, 4], poll_interval=1)
+    assert CompactionTrigger(**listed.serialize()[1]).serialize() == listed.serialize()
     with pytest.raises(ValueError):
         CompactionTrigger(hive_acid_conn_id="c", table="s.a", target_states=["bogus"])
 
@@ -281,6 +285,109 @@ def test_sensor_pokes_and_fails_at_once_on_failed(env_ms):
     with pytest.raises(AirflowFailException):
         resumed.execute_complete(context("s3"), {"status": "failed", "message": "x"})
 
+
+
+def test_sensor_waits_for_every_compaction_of_a_list(env_ms):
+    """``compaction_ids``: the ids as a list, XCom dicts (a worker result's ``id``, an initiator
+    decision's ``compaction_id``) or a rendered template's string; all must reach a target state,
+    and one failure fails the sensor at once."""
+    from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+    ms = env_ms
+    ms.catalog.create_table("s.l", "id bigint")
+    ms.catalog.create_table("s.m", "id bigint")
+    q1 = ms.compactions.enqueue("s.l", None, "major")
+    q2 = ms.compactions.enqueue("s.m", None, "minor")
+    forms = [[q1.id, {"id": q2.id}], f"[{q1.id}, {q2.id}]",
+             str([{"compaction_id": q1.id, "action": "initiated"}, {"id": q2.id, "state": "working"}])]
+    for form in forms:
+        assert CompactionSensor(task_id="l", compaction_ids=form).poke(context("l")).is_done is False
+    with pytest.raises(TaskDeferred) as deferred:
+        CompactionSensor(task_id="l", compaction_ids=forms[1], target_states=["ready for cleaning", "succeeded"],
+                         deferrable=True, timeout=60, poke_interval=0.2).execute(context("l"))
+    trigger = deferred.value.trigger
+    assert (trigger.compaction_ids, trigger.compaction_id, trigger.table) == ([q1.id, q2.id], None, None)
+    for q in (q1, q2):
+        ms.compactions.claim("w", cq_id=q.id)
+        ms.compactions.mark_compacted(q.id)
+    ev = _first_event(trigger)
+    assert ev["status"] == "success" and [c["id"] for c in ev["compactions"]] == [q1.id, q2.id]
+    resumed = CompactionSensor(task_id="l", compaction_ids=forms[1], deferrable=True)
+    assert [c["state"] for c in resumed.execute_complete(context("l"), ev)] == ["ready for cleaning"] * 2
+    done = CompactionSensor(task_id="l", compaction_ids=forms[0], target_states=["ready for cleaning"]).poke(context("l"))
+    assert done.is_done and [c["id"] for c in done.xcom_value] == [q1.id, q2.id]
+    q3 = ms.compactions.enqueue("s.l", None, "minor")
+    ms.compactions.claim("w", cq_id=q3.id)
+    ms.compactions.mark_failed(q3.id, "out of disk")
+    with pytest.raises(AirflowFailException, match=f"compaction {q3.id} .*out of disk"):
+        CompactionSensor(task_id="l", compaction_ids=[q1.id, q3.id], deferrable=True).execute(context("l"))
+
+
+def test_sensor_with_no_compactions_to_wait_for_succeeds_at_once(env_ms):
+    """A maintenance run with nothing to compact: the sensor succeeds without deferring, in every
+    mode, whether the empty list is a literal or a rendered template."""
+    for form in ([], "[]", " [] ", ()):
+        assert CompactionSensor(task_id="e", compaction_ids=form, deferrable=True).execute(context("e")) == []
+        assert CompactionSensor(task_id="e", compaction_ids=form).execute(context("e")) == []
+    assert _first_event(CompactionTrigger(hive_acid_conn_id="hive_acid_default", compaction_ids=[]))["status"] == "success"
+
+
+def test_sensor_rejects_what_names_no_compactions(env_ms):
+    with pytest.raises(ValueError, match="compaction_ids alone"):
+        CompactionSensor(task_id="x", compaction_ids=[1], table="s.a")
+    with pytest.raises(ValueError, match="needs compaction_id, compaction_ids or table"):
+        CompactionSensor(task_id="x")
+    with pytest.raises(ValueError, match=r"compaction_ids\[1\] must be positive"):
+        CompactionSensor(task_id="x", compaction_ids=[1, 0])
+    with pytest.raises(ValueError, match=r"compaction_ids\[0\] must be a compaction id"):
+        CompactionSensor(task_id="x", compaction_ids=[True])
+    with pytest.raises(ValueError, match="names no compaction"):
+        CompactionSensor(task_id="x", compaction_ids=[{"action": "skipped", "compaction_id": None}])
+    with pytest.raises(ValueError, match="must be a list of compaction ids"):
+        CompactionSensor(task_id="x", compaction_ids={"id": 1})
+    for rendered, why in (("None", "XCom it names is missing"), ("3, x", "list of compaction ids"),
+                          ("7", "list of compaction ids")):
+        with pytest.raises(ValueError, match=why):
+            CompactionSensor(task_id="x", compaction_ids=rendered).poke(context("x"))
+    with pytest.raises(Exception, match="unknown compaction id 999"):
+        CompactionSensor(task_id="x", compaction_ids=[999]).poke(context("x"))
+    sensor = CompactionSensor(task_id="x", compaction_id={"id": 5, "txn_id": 77})
+    assert sensor._id() == 5, "AcidCompactOperator's XCom names its compaction by id, not by its txn"
+
+
+def test_maintenance_dag_waits_for_what_the_initiator_queued_and_the_worker_ran():
+    """The example maintenance DAG's template, rendered by Airflow's Jinja: the ids of the
+    initiator's ``initiated`` / ``already queued`` decisions and of the worker's results, and none
+    on a day with nothing to do."""
+    import importlib.util
+    import sys
+
+    from conftest import REPO
+
+    from airflow.sdk.definitions._internal.templater import create_template_env
+    sys.path.insert(0, str(REPO / "dags"))
+    try:
+        spec = importlib.util.spec_from_file_location("maintenance_dag", REPO / "dags" / "hive_acid_maintenance.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "dags"))
+    sensor = module.dag.task_dict["wait_for_compaction"]
+    assert module.dag.task_dict["compaction_worker"].downstream_task_ids == {"wait_for_compaction"}
+
+    def rendered(initiator, worker):
+        ti = SimpleNamespace(xcom_pull=lambda task_ids: {"initiator": initiator, "compaction_worker": worker}[task_ids])
+        return create_template_env().from_string(sensor.compaction_ids).render(ti=ti)
+
+    decisions = [{"action": "initiated", "compaction_id": 4}, {"action": "skipped", "compaction_id": None},
+                 {"action": "already queued", "compaction_id": 2}, {"action": "did not initiate", "compaction_id": 9}]
+    assert parse_ids(rendered(decisions, [{"id": 4, "state": "ready for cleaning"}, {"id": 6}])) == [4, 2, 6]
+    assert parse_ids(rendered([{"action": "skipped", "compaction_id": None}], [])) == []
+    assert parse_ids(rendered([], [])) == []
+
+
+def parse_ids(text):
+    from airflow_hive_acid.sensors.compaction import parse_compaction_ids
+    return parse_compaction_ids(text)
 
 # -- lineage ---------------------------------------------------------------------------------
 def test_a_failed_statement_reports_the_datasets_it_meant_to_touch(env_ms):
