@@ -109,3 +109,34 @@ def test_heartbeatless_txn_of_dead_process_is_reaped(ms):
     assert info.state is TxnState.ABORTED and info.reason == "timed out"
     assert ms.locks.show_locks() == []
     assert ms.txns.snapshot("db.t").valid_write_ids.aborted_ids == (1,)
+
+
+def _initialize(url: str, warehouse: str, start: float, out: "mp.Queue") -> None:
+    while time.time() < start:      # all at once, as the first tasks of DAGs started together do
+        time.sleep(0.001)
+    try:
+        Metastore.initialize(url, warehouse=warehouse).close()
+        out.put("ok")
+    except BaseException as exc:  # noqa: BLE001 - report to the parent
+        out.put(repr(exc))
+
+
+def test_processes_creating_the_schema_at_once_all_succeed(metastore_url, warehouse):
+    """Two DAGs triggered together on a fresh metastore both create its schema first: the ones
+    that come second wait for the first and find the schema there (they used to fail with
+    'database is locked' on SQLite and a unique violation on PostgreSQL)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    start = time.time() + 4
+    procs = [ctx.Process(target=_initialize, args=(metastore_url, str(warehouse), start, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert results == ["ok"] * 4
+    ms = Metastore(metastore_url)
+    try:
+        assert ms.txns.open_txn() == 1, "the id sequences were seeded once"
+    finally:
+        ms.close()

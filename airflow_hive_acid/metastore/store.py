@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 
 from .catalog import Catalog, normalize_location
 from .compaction import CompactionQueue
@@ -34,6 +34,10 @@ class HousekeepingReport:
         return self.__dict__.copy()
 
 
+# the PostgreSQL advisory lock that serialises schema creation (any constant; "hiveacid" in ASCII)
+SCHEMA_LOCK_KEY = 0x6869766561636964
+
+
 class Metastore:
     """Catalog, transaction manager, lock manager and compaction queue over one database.
 
@@ -59,10 +63,16 @@ class Metastore:
     @classmethod
     def initialize(cls, url: str | None = None, *, warehouse: str | None = None,
                    settings: dict[str, str] | None = None, clock: Callable[[], int] = now_ms) -> Metastore:
-        """Create the schema if missing (idempotent) and store settings; returns a connected Metastore."""
+        """Create the schema if missing (idempotent) and store settings; returns a connected Metastore.
+
+        Safe when several processes do it at once (the first tasks of two DAGs on a fresh
+        metastore): the schema is created in one write transaction, ``BEGIN IMMEDIATE`` on SQLite,
+        behind an advisory lock on PostgreSQL, so the others wait and then find it there."""
         store = Store(url, clock=clock)
-        metadata.create_all(store.engine)
         with store.write() as conn:
+            if not store.is_sqlite:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            metadata.create_all(conn)
             for table, col in ((next_txn_id, "ntxn_next"), (next_lock_id, "nl_next"),
                                (next_compaction_queue_id, "ncq_next")):
                 if conn.execute(select(table.c.id)).first() is None:
