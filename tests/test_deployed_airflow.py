@@ -74,6 +74,9 @@ class Deployment:
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
                     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                     "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__PORT": str(port),
+                    # the log servers of the scheduler's tasks and of the triggerer: free ports too
+                    "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                    "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
                     "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
                     # only the runs the test starts: the scheduled path is tests/test_example_dags.py's
                     "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
@@ -131,8 +134,8 @@ class Deployment:
                 raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n" + self.diagnosis())
             time.sleep(every)
 
-    def trigger(self, dag_id: str, run_id: str) -> None:
-        self.cli("dags", "trigger", dag_id, "--run-id", run_id, "-o", "json")
+    def trigger(self, dag_id: str, run_id: str, *args: str) -> None:
+        self.cli("dags", "trigger", dag_id, "--run-id", run_id, *args)
 
     def run_state(self, dag_id: str, run_id: str) -> str | None:
         rows = self.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", dag_id, run_id)
@@ -148,8 +151,11 @@ class Deployment:
         return dict(self.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s AND run_id = %s",
                                dag_id, run_id))
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str) -> str:
-        found = sorted((self.root / "airflow" / "logs").glob(f"dag_id={dag_id}/run_id={run_id}/task_id={task_id}/*.log"))
+    def task_log(self, dag_id: str, run_id: str, task_id: str, pattern: str = "attempt=*.log") -> str:
+        """A task's log as the task wrote it, or (``pattern="*.trigger.*.log"``) as its trigger did
+        in the triggerer."""
+        found = sorted((self.root / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" /
+                        f"task_id={task_id}").glob(pattern))
         return "\n".join(p.read_text(errors="replace") for p in found)
 
     def xcom(self, dag_id: str, run_id: str, task_id: str):
@@ -216,12 +222,13 @@ def _state(entry: Path) -> bytes:
     return stat[stat.rindex(b")") + 2:][:1]
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_example_dags_run_by_hand_under_a_deployed_airflow(tmp_path, airflow_db):
     from airflow_hive_acid.metastore import LockComponent, LockType, Metastore
 
     deployed = Deployment(tmp_path, airflow_db)
     deployed.cli("db", "migrate", timeout=600)
+    ms = None
     try:
         deployed.start_services()
         deployed.wait("the DAGs to be parsed", lambda: len(deployed.query(
@@ -231,22 +238,27 @@ def test_example_dags_run_by_hand_under_a_deployed_airflow(tmp_path, airflow_db)
         # a manual run of each: the quickstart, and the hourly upsert whose extract needs a date
         deployed.trigger("hive_acid_quickstart", "by_hand_quickstart")
         deployed.trigger("hive_acid_dimension_upsert", "by_hand_upsert")
-        deployed.wait_for_run("hive_acid_dimension_upsert", "by_hand_upsert", timeout=300)
-        deployed.wait_for_run("hive_acid_quickstart", "by_hand_quickstart", timeout=300)
+        deployed.wait_for_run("hive_acid_dimension_upsert", "by_hand_upsert", timeout=600)
+        deployed.wait_for_run("hive_acid_quickstart", "by_hand_quickstart", timeout=600)
         ms = Metastore(f"sqlite:///{tmp_path / 'hive-acid' / 'metastore.db'}")
         assert sorted(r["id"] for r in read_rows(ms, "demo.customers")) == [1, 2, 3, 4, 6, 7, 10, 11, 12, 13]
         assert len(read_rows(ms, "dim.customer")) == 12, "the hour it was triggered: 12 customers"
 
         # maintenance on a day with nothing to compact: the sensor succeeds at once, never deferred
-        deployed.trigger("hive_acid_maintenance", "by_hand_nothing_to_do")
-        deployed.wait_for_run("hive_acid_maintenance", "by_hand_nothing_to_do", timeout=300)
-        assert deployed.xcom("hive_acid_maintenance", "by_hand_nothing_to_do", "compaction_worker") == []
-        assert deployed.xcom("hive_acid_maintenance", "by_hand_nothing_to_do", "wait_for_compaction") == []
-        log = deployed.task_log("hive_acid_maintenance", "by_hand_nothing_to_do", "wait_for_compaction")
-        print("NOTHING-TO-DO SENSOR LOG\n" + log)
-        print(deployed.query("SELECT task_id, state, try_number, next_method, trigger_id FROM task_instance "
-                             "WHERE run_id = 'by_hand_nothing_to_do'"))
-        assert "no compactions to wait for" in log
+        nothing = ("hive_acid_maintenance", "by_hand_nothing_to_do")
+        deployed.trigger(*nothing)
+        deployed.wait_for_run(*nothing, timeout=600)
+        assert deployed.xcom(*nothing, "compaction_worker") == []
+        assert deployed.xcom(*nothing, "wait_for_compaction") == []
+        log = deployed.task_log(*nothing, "wait_for_compaction")
+        assert "no compactions to wait for" in log and "Pausing task as DEFERRED" not in log
+        assert deployed.task_log(*nothing, "wait_for_compaction", "*.trigger.*.log") == ""
+
+        # another hour's changes, by hand for a given logical date: dim.customer has two deltas
+        deployed.trigger("hive_acid_dimension_upsert", "by_hand_upsert_0500", "--logical-date", "2026-01-01T05:00:00+00:00")
+        deployed.wait_for_run("hive_acid_dimension_upsert", "by_hand_upsert_0500", timeout=600)
+        before = sorted(read_rows(ms, "dim.customer"), key=lambda r: r["customer_id"])
+        assert (tmp_path / "hive-acid" / "incoming" / "dimension" / "customers_2026010105.parquet").exists()
 
         # a compaction that a worker elsewhere runs, held back by an EXCLUSIVE lock (as DDL takes)
         # until the sensor is seen waiting in the triggerer
@@ -258,30 +270,28 @@ def test_example_dags_run_by_hand_under_a_deployed_airflow(tmp_path, airflow_db)
         elsewhere = deployed.start("hive-acid-worker", str(BIN / "hive-acid"), "worker", "--id", str(queued.id))
         deployed.wait("the outside worker to claim the request",
                       lambda: ms.compactions.get(queued.id).state.label == "working", timeout=120)
-        deployed.trigger("hive_acid_maintenance", "by_hand_compaction_elsewhere")
+        waited = ("hive_acid_maintenance", "by_hand_compaction_elsewhere")
+        deployed.trigger(*waited)
 
         def deferred_in_triggerer():
             rows = deployed.query(
                 "SELECT ti.state, t.classpath, t.triggerer_id FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
-                "WHERE ti.dag_id = 'hive_acid_maintenance' AND ti.run_id = 'by_hand_compaction_elsewhere' "
-                "AND ti.task_id = 'wait_for_compaction'")
+                "WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.task_id = 'wait_for_compaction'", *waited)
             return rows and rows[0][0] == "deferred" and rows[0][2] is not None and rows[0]
-        state, classpath, _ = deployed.wait("the sensor to defer to the triggerer", deferred_in_triggerer, timeout=300)
+        _, classpath, _ = deployed.wait("the sensor to defer to the triggerer", deferred_in_triggerer, timeout=600)
         assert classpath == "airflow_hive_acid.triggers.compaction.CompactionTrigger"
         assert ms.compactions.get(queued.id).state.label == "working", "still held back by the lock"
         ms.txns.commit_txn(ddl_txn)                 # the DDL ends: the worker elsewhere compacts
-        deployed.wait_for_run("hive_acid_maintenance", "by_hand_compaction_elsewhere", timeout=300)
+        deployed.wait_for_run(*waited, timeout=600)
         assert elsewhere.wait(timeout=60) == 0, deployed.log("hive-acid-worker")
-        run = ("hive_acid_maintenance", "by_hand_compaction_elsewhere")
-        assert deployed.xcom(*run, "compaction_worker") == [], "the DAG's own worker had nothing to claim"
-        assert [c["id"] for c in deployed.xcom(*run, "wait_for_compaction")] == [queued.id]
+        assert deployed.xcom(*waited, "compaction_worker") == [], "the DAG's own worker had nothing to claim"
+        assert [c["id"] for c in deployed.xcom(*waited, "wait_for_compaction")] == [queued.id]
+        assert "Pausing task as DEFERRED" in deployed.task_log(*waited, "wait_for_compaction")
+        assert "Trigger fired event" in deployed.task_log(*waited, "wait_for_compaction", "*.trigger.*.log")
         assert ms.compactions.get(queued.id).state.label == "succeeded", "compacted, then cleaned by the DAG"
-        assert "CompactionTrigger" in deployed.log("triggerer")
-        assert len(read_rows(ms, "dim.customer")) == 12
-        print("DEFERRED SENSOR LOG\n" + deployed.task_log(*run, "wait_for_compaction"))
-        print("TRIGGERER LOG\n" + deployed.log("triggerer")[-5000:])
-        print(deployed.query("SELECT task_id, state, try_number, next_method, trigger_id FROM task_instance "
-                             "WHERE run_id = 'by_hand_compaction_elsewhere'"))
+        assert sorted(read_rows(ms, "dim.customer"), key=lambda r: r["customer_id"]) == before
     finally:
         deployed.stop()
+        if ms is not None:
+            ms.close()
     assert deployed.leftovers() == [], "every process of the deployment has ended"
