@@ -232,7 +232,7 @@ def test_example_dags_run_by_hand_under_a_deployed_airflow(tmp_path, airflow_db)
     try:
         deployed.start_services()
         deployed.wait("the DAGs to be parsed", lambda: len(deployed.query(
-            "SELECT dag_id FROM serialized_dag WHERE dag_id = ANY(%s)", list(DAGS))) == len(DAGS), timeout=180)
+            "SELECT dag_id FROM serialized_dag WHERE dag_id = ANY(%s)", list(DAGS))) == len(DAGS), timeout=300)
         deployed.cli("dags", "unpause", "--treat-dag-id-as-regex", "-y", "^(" + "|".join(DAGS) + ")$")
 
         # a manual run of each: the quickstart, and the hourly upsert whose extract needs a date

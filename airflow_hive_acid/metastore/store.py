@@ -1,7 +1,8 @@
 """``Metastore``: the one object callers hold — catalog, transactions, locks, compactions."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import insert, select, text
@@ -34,8 +35,25 @@ class HousekeepingReport:
         return self.__dict__.copy()
 
 
-# the PostgreSQL advisory lock that serialises schema creation (any constant; "hiveacid" in ASCII)
+# the PostgreSQL advisory lock that serialises Metastore.initialize (any constant; "hiveacid" in ASCII)
 SCHEMA_LOCK_KEY = 0x6869766561636964
+
+
+@contextlib.contextmanager
+def _one_at_a_time(store: Store) -> Iterator[None]:
+    """Processes initializing one metastore take turns: a session advisory lock on PostgreSQL,
+    held on a connection of its own; SQLite already serialises writers (``BEGIN IMMEDIATE``)."""
+    if store.is_sqlite:
+        yield
+        return
+    with store.engine.connect() as guard:
+        guard.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+        guard.commit()
+        try:
+            yield
+        finally:
+            guard.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            guard.commit()
 
 
 class Metastore:
@@ -66,29 +84,28 @@ class Metastore:
         """Create the schema if missing (idempotent) and store settings; returns a connected Metastore.
 
         Safe when several processes do it at once (the first tasks of two DAGs on a fresh
-        metastore): the schema is created in one write transaction, ``BEGIN IMMEDIATE`` on SQLite,
-        behind an advisory lock on PostgreSQL, so the others wait and then find it there."""
+        metastore): on PostgreSQL they take turns behind an advisory lock, on SQLite the schema is
+        created in one ``BEGIN IMMEDIATE`` write transaction; those that come later find it there."""
         store = Store(url, clock=clock)
-        with store.write() as conn:
-            if not store.is_sqlite:
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-            metadata.create_all(conn)
-            for table, col in ((next_txn_id, "ntxn_next"), (next_lock_id, "nl_next"),
-                               (next_compaction_queue_id, "ncq_next")):
-                if conn.execute(select(table.c.id)).first() is None:
-                    conn.execute(insert(table).values(id=1, **{col: 1}))
-            if conn.execute(select(config_t.c.key).where(config_t.c.key == "schema.version")).first() is None:
-                conn.execute(insert(config_t).values(key="schema.version", value=str(SCHEMA_VERSION)))
-        cfg = load_config(store)
-        if warehouse:
-            cfg.warehouse = normalize_location(warehouse)
-        elif not cfg.warehouse:
-            cfg.warehouse = default_warehouse(store) if store.is_sqlite else ""
-        for key, value in (settings or {}).items():
-            cfg.set(key, value)
-        if not cfg.warehouse:
-            raise InvalidInputError("a PostgreSQL metastore needs a warehouse location: pass --warehouse")
-        save_config(store, cfg)
+        with _one_at_a_time(store):
+            with store.write() as conn:
+                metadata.create_all(conn)
+                for table, col in ((next_txn_id, "ntxn_next"), (next_lock_id, "nl_next"),
+                                   (next_compaction_queue_id, "ncq_next")):
+                    if conn.execute(select(table.c.id)).first() is None:
+                        conn.execute(insert(table).values(id=1, **{col: 1}))
+                if conn.execute(select(config_t.c.key).where(config_t.c.key == "schema.version")).first() is None:
+                    conn.execute(insert(config_t).values(key="schema.version", value=str(SCHEMA_VERSION)))
+            cfg = load_config(store)
+            if warehouse:
+                cfg.warehouse = normalize_location(warehouse)
+            elif not cfg.warehouse:
+                cfg.warehouse = default_warehouse(store) if store.is_sqlite else ""
+            for key, value in (settings or {}).items():
+                cfg.set(key, value)
+            if not cfg.warehouse:
+                raise InvalidInputError("a PostgreSQL metastore needs a warehouse location: pass --warehouse")
+            save_config(store, cfg)
         store.dispose()
         return cls(url, clock=clock)
 
