@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/demo.sh
 
-# pytest exits 5 when it collects nothing; make treats that as the failure it is.
+# Lint and type check first (seconds), then the suite. pytest exits 5 when it collects nothing;
+# make treats that as the failure it is.
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # make bench [BENCH=metastore|merge|amplification|compaction] [BENCH_ARGS=...]

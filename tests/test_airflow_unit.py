@@ -361,9 +361,8 @@ def test_maintenance_dag_waits_for_what_the_initiator_queued_and_the_worker_ran(
     import importlib.util
     import sys
 
-    from conftest import REPO
-
     from airflow.sdk.definitions._internal.templater import create_template_env
+    from conftest import REPO
     sys.path.insert(0, str(REPO / "dags"))
     try:
         spec = importlib.util.spec_from_file_location("maintenance_dag", REPO / "dags" / "hive_acid_maintenance.py")
