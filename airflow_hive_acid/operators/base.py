@@ -61,13 +61,21 @@ def parse_txn_id(value: Any, what: str = "txn_id") -> int | None:
         return None
     if isinstance(value, dict):
         value = value.get("txn_id")
+    return positive_id(value, what, "a transaction id")
+
+
+def positive_id(value: Any, what: str, noun: str) -> int:
+    """``value`` (an int, or a rendered template's string of one) as a positive id; ``what`` names
+    the argument and ``noun`` the kind of id in the error."""
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be {noun} (an integer), got {value!r}")
     try:
-        txn = int(str(value).strip())
+        number = int(str(value).strip())
     except ValueError:
-        raise InvalidInputError(f"{what} must be a transaction id (an integer), got {value!r}") from None
-    if txn <= 0:
-        raise InvalidInputError(f"{what} must be positive, got {txn}")
-    return txn
+        raise InvalidInputError(f"{what} must be {noun} (an integer), got {value!r}") from None
+    if number <= 0:
+        raise InvalidInputError(f"{what} must be positive, got {number}")
+    return number
 
 
 class AcidBaseOperator(BaseOperator):

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from ..errors import InvalidInputError
 from ..hooks.metastore import AcidMetastoreHook
+from ..operators.base import positive_id
 from ..triggers.compaction import (
     DEFAULT_TARGET,
     FAILURE_STATES,
@@ -34,15 +35,7 @@ def parse_compaction_id(value: Any, what: str = "compaction_id") -> int:
         if found is None:
             raise InvalidInputError(f"{what}: {value!r} names no compaction (no 'compaction_id' or 'id')")
         value = found
-    if isinstance(value, bool):
-        raise InvalidInputError(f"{what} must be a compaction id (an integer), got {value!r}")
-    try:
-        cid = int(str(value).strip())
-    except ValueError:
-        raise InvalidInputError(f"{what} must be a compaction id (an integer), got {value!r}") from None
-    if cid <= 0:
-        raise InvalidInputError(f"{what} must be positive, got {cid}")
-    return cid
+    return positive_id(value, what, "a compaction id")
 
 
 def parse_compaction_ids(value: Any) -> list[int]:
@@ -89,7 +82,7 @@ class CompactionSensor(BaseSensorOperator):
         if compaction_ids is not None:
             if compaction_id is not None or table or partition:
                 raise InvalidInputError("CompactionSensor takes compaction_ids alone, not with compaction_id, "
-                                 "table or partition")
+                                        "table or partition")
             if not isinstance(compaction_ids, str):
                 parse_compaction_ids(compaction_ids)      # a literal list: check it now, not at run time
         elif compaction_id is None and not table:
