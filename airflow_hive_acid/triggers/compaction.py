@@ -10,7 +10,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..errors import InvalidInputError
-from ..metastore import CompactionState, Metastore
+from ..metastore import CompactionInfo, CompactionState, Metastore
 
 DEFAULT_TARGET = ("succeeded",)
 FAILURE_STATES = ("failed", "did not initiate", "refused")
@@ -31,6 +31,7 @@ def compaction_status(ms: Metastore, *, compaction_id: int | None, table: str | 
                       after_id: int = 0) -> dict[str, Any]:
     """One look at the compaction: ``{"status": "success" | "failed" | "waiting", "compaction":
     {...} | None, "message": ...}``. By table, the newest request with id > ``after_id`` counts."""
+    info: CompactionInfo | None
     if compaction_id is not None:
         info = ms.compactions.get(int(compaction_id))
     else:
