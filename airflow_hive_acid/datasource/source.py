@@ -59,7 +59,8 @@ from ..spark.scan import (
 from ..spark.tasks import release_freed_memory, task_context
 from ..spark.types import spark_type
 from ..spark.write import Placement, Statement, TaskFiles, publish
-from ..statements import LOAD_STATEMENT_IDS, abort_quietly, table_spec, write_stats
+from ..statements import LOAD_STATEMENT_IDS, table_spec
+from ..writetxn import abort_quietly, write_stats
 from .stream import HiveAcidStreamWriter
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,8 @@ from ..spark.load import Conform, conform_batch
 from ..spark.scan import Table
 from ..spark.tasks import task_context
 from ..spark.write import Placement, Statement, TaskFiles, publish
-from ..statements import abort_quietly, table_spec, write_stats
+from ..statements import table_spec
+from ..writetxn import abort_quietly, write_stats
 
 if TYPE_CHECKING:
     from .source import _Options
