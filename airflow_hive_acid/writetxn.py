@@ -82,7 +82,7 @@ class WriteTxn:
     """One table's write in a txn of its own or a joined one (``txn_id``): see the module
     docstring. ``lock`` is ``SHARED_WRITE``, ``EXCL_WRITE`` (INSERT OVERWRITE) or
     ``SHARED_READ`` (a compaction), on the table or on ``partition``. ``purpose`` names the work
-    in an abort's reason (``"<purpose> failed: <error>"``)."""
+    in an abort's reason (``"<purpose> failed: <error>"``, or ``abort_reason(error)``)."""
 
     def __init__(self, ms: Metastore, table: TableInfo, *, txn_id: int | None = None,
                  txn_type: TxnType = TxnType.DEFAULT, lock: LockType = LockType.SHARED_WRITE,
@@ -90,7 +90,8 @@ class WriteTxn:
                  statement_key: str | None = "default", statement_count: int = 1,
                  agent_info: str = "hive-acid", lock_agent_info: str | None = None,
                  lock_wait: float | None = None, heartbeat_interval: float | None = None,
-                 on_lost: Callable[[str], None] | None = None, purpose: str = "write"):
+                 on_lost: Callable[[str], None] | None = None, purpose: str = "write",
+                 abort_reason: Callable[[BaseException], str] | None = None):
         if not isinstance(table, TableInfo):
             raise InvalidInputError(f"WriteTxn needs the table's TableInfo, got {type(table).__name__}")
         if txn_type not in (TxnType.DEFAULT, TxnType.COMPACTION):
@@ -112,7 +113,7 @@ class WriteTxn:
         self.statement_count = statement_count
         self.agent_info, self.lock_agent_info = agent_info, lock_agent_info or agent_info
         self.lock_wait, self.heartbeat_interval, self.on_lost = lock_wait, heartbeat_interval, on_lost
-        self.purpose = purpose
+        self.purpose, self._abort_reason = purpose, abort_reason
         self.write_id = 0
         self.statement_ids: tuple[int, ...] = ()
         self.snapshot: TableSnapshot | None = None
@@ -202,7 +203,8 @@ class WriteTxn:
             abort_quietly(self.ms, self.txn_id, reason, self.writes if writes is None else writes)
 
     def reason(self, exc: BaseException) -> str:
-        return f"{self.purpose} failed: {exc}"[:2000]
+        """The abort reason for ``exc``: ``abort_reason(exc)`` if given, else ``"<purpose> failed: <exc>"``."""
+        return (self._abort_reason(exc) if self._abort_reason is not None else f"{self.purpose} failed: {exc}")[:2000]
 
     # -- a context manager ----------------------------------------------------------------------
     def __enter__(self) -> WriteTxn:
