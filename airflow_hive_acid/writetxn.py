@@ -232,10 +232,13 @@ class WriteTxn:
                          self.purpose)
 
     @classmethod
-    def resume(cls, ms: Metastore, handle: TxnHandle) -> WriteTxn:
-        """A begun txn (its :meth:`handle`) to commit or abort here; no heartbeat of its own."""
+    def resume(cls, ms: Metastore, handle: TxnHandle, *, purpose: str | None = None) -> WriteTxn:
+        """A begun txn (its :meth:`handle`) to commit or abort here, under ``purpose`` if given;
+        no heartbeat of its own."""
+        if not isinstance(handle, TxnHandle):
+            raise InvalidInputError(f"resume needs a TxnHandle, got {type(handle).__name__}")
         txn = cls(ms, ms.catalog.get_table(handle.table), txn_id=None if handle.own else handle.txn_id,
-                  purpose=handle.purpose)
+                  purpose=purpose or handle.purpose)
         txn.txn_id, txn.write_id, txn.statement_ids = handle.txn_id, handle.write_id, handle.statement_ids
         return txn
 
