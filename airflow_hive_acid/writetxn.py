@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from .errors import InvalidInputError, TxnError
-from .heartbeat import Heartbeater, spawn_heartbeat_process
+from .heartbeat import Heartbeater, spawn_heartbeat_process, stop_heartbeat_process
 from .jobs import JobSpec, PartitionStats, Request, SnapshotSpec, TableSpec
 from .metastore import (
     LockComponent,
@@ -76,6 +76,7 @@ class TxnHandle:
     statement_ids: tuple[int, ...]
     own: bool
     purpose: str
+    heartbeat_file: str | None = None     # removing it ends the txn's heartbeat process
 
 
 class WriteTxn:
@@ -120,6 +121,7 @@ class WriteTxn:
         self.writes: list[WriteStat] = []
         self.ended = False
         self._heartbeater: Heartbeater | None = None
+        self._heartbeat_file: str | None = None
 
     # -- the sequence ---------------------------------------------------------------------------
     def begin(self, *, heartbeat: str = "thread") -> WriteTxn:
@@ -146,7 +148,7 @@ class WriteTxn:
                 self._heartbeater = Heartbeater(self.ms, self.txn_id, self.heartbeat_interval, self.on_lost)
                 self._heartbeater.__enter__()
             elif heartbeat == "process":
-                spawn_heartbeat_process(self.ms, self.txn_id, self.heartbeat_interval)
+                self._heartbeat_file = spawn_heartbeat_process(self.ms, self.txn_id, self.heartbeat_interval).while_file
             self.ms.locks.lock([LockComponent(self.info.db, self.info.name, self.partition, self.lock_type,
                                               self.operation)],
                                self.txn_id, wait=self.lock_wait, agent_info=self.lock_agent_info)
@@ -229,7 +231,7 @@ class WriteTxn:
     def handle(self) -> TxnHandle:
         """This txn as a picklable value, for :meth:`resume` in another process."""
         return TxnHandle(self.info.qualified_name, self._begun(), self.write_id, self.statement_ids, self.own,
-                         self.purpose)
+                         self.purpose, self._heartbeat_file)
 
     @classmethod
     def resume(cls, ms: Metastore, handle: TxnHandle, *, purpose: str | None = None) -> WriteTxn:
@@ -240,6 +242,7 @@ class WriteTxn:
         txn = cls(ms, ms.catalog.get_table(handle.table), txn_id=None if handle.own else handle.txn_id,
                   purpose=purpose or handle.purpose)
         txn.txn_id, txn.write_id, txn.statement_ids = handle.txn_id, handle.write_id, handle.statement_ids
+        txn._heartbeat_file = handle.heartbeat_file
         return txn
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -256,3 +259,5 @@ class WriteTxn:
     def _stop_heartbeat(self) -> None:
         if self._heartbeater is not None:
             self._heartbeater.stop()
+        if self._heartbeat_file is not None:
+            stop_heartbeat_process(self._heartbeat_file)

@@ -131,8 +131,10 @@ def test_a_heartbeat_process_keeps_a_txn_alive_until_it_ends(tables):
     """A txn begun in one process and committed in another (a Spark data source writer)."""
     ms = tables
     ms.set_setting("hive.txn.timeout", "2")
-    begun = WriteTxn(ms, ms.catalog.get_table("db.t"), statement_key="ds").begin(heartbeat="none")
-    pid = spawn_heartbeat_process(ms, begun.txn_id, 0.3, watch_pid=os.getpid())
+    begun = WriteTxn(ms, ms.catalog.get_table("db.t"), statement_key="ds").begin(heartbeat="process")
+    assert begun.handle().heartbeat_file is not None
+    # a second one, which only the txn's end stops
+    pid = spawn_heartbeat_process(ms, begun.txn_id, 0.3, watch_pid=os.getpid()).pid
     time.sleep(3.0)
     assert ms.txns.abort_timed_out() == []
     handle = pickle.loads(pickle.dumps(begun.handle()))
@@ -150,6 +152,7 @@ def test_a_heartbeat_process_keeps_a_txn_alive_until_it_ends(tables):
         time.sleep(0.2)
     else:
         raise AssertionError(f"heartbeat process {pid} still runs after its txn committed")
+    assert not os.path.exists(begun.handle().heartbeat_file), "the commit stopped the first"
 
 
 def test_a_compaction_txn_has_no_write_id(tables):
