@@ -252,7 +252,7 @@ class HiveAcidReader(DataSourceReader):
             if self.opts.txn_id is None:          # our own txn: nothing will read under it
                 ms.txns.abort_txn(txn_id, "hive_acid read refused its snapshot options")
             raise
-        return txn_id, SnapshotSpec(snap.valid_txns.to_string(), wl.to_string())
+        return txn_id, SnapshotSpec.of(snap, wl)
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Filters on partition columns prune partitions before anything is listed further;
