@@ -1,13 +1,14 @@
 """Compaction end to end: initiator, worker, cleaner and manual ``ALTER TABLE ... COMPACT``.
 
 The worker follows Hive 4's (``docs/format.md``, compaction): claim a request, open its own
-COMPACTION txn, SHARED_READ-lock the partition, compact every write id below the lowest open
-one (the compactor ValidWriteIdList), run the Spark job with the txn heartbeating, record the
-output, mark the request ``ready for cleaning`` and commit. Any failure aborts the txn (its
-``_v<txn>`` output stays invisible and the cleaner removes it) and marks the request
-``failed`` with the error. The cleaner runs a Spark job per request once no txn that was open
-when the compactor committed remains, and marks it ``succeeded`` only if the job found the
-obsolete files gone; it also removes what aborted writes left behind.
+COMPACTION txn (``writetxn.WriteTxn``, the one path every writer takes), SHARED_READ-lock the
+partition, compact every write id below the lowest open one (the compactor ValidWriteIdList),
+run the Spark job with the txn heartbeating, record the output, mark the request ``ready for
+cleaning`` and commit. Any failure aborts the txn (its ``_v<txn>`` output stays invisible and
+the cleaner removes it) and marks the request ``failed`` with the error. The cleaner runs a
+Spark job per request once no txn that was open when the compactor committed remains, and
+marks it ``succeeded`` only if the job found the obsolete files gone; it also removes what
+aborted writes left behind.
 
 Like ``statements.py``, it imports neither pyspark nor Airflow: ``submit`` runs a job.
 """
@@ -18,14 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .heartbeat import Heartbeater
 from .jobs import Clean, CleanOutput, Compact, CompactOutput, JobSpec, SnapshotSpec, Submit, run_job
 from .metastore import (
     CompactionInfo,
     CompactionState,
     CompactionType,
     InvalidInputError,
-    LockComponent,
     LockType,
     Metastore,
     NoSuchObjectError,
@@ -35,6 +34,7 @@ from .metastore import (
 )
 from .metastore.initiator import InitiatorDecision, default_initiator_id
 from .statements import table_spec
+from .writetxn import WriteTxn
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class Compactor:
         name = f"{req.db}.{req.table}"
         res = WorkerResult(req.id, name, req.partition, req.type.name, CompactionState.WORKING.label)
         started = time.time()
-        txn: int | None = None
+        txn: WriteTxn | None = None
         try:
             try:
                 info = self.ms.catalog.get_table(name)
@@ -121,43 +121,48 @@ class Compactor:
                 return self._refuse(res, f"table {name} no longer exists")
             if info.is_insert_only or not info.is_transactional:
                 return self._refuse(res, f"{name} is not a full-ACID table; only full-ACID tables are compacted")
-            txn = self.ms.txns.open_txn(agent_info=f"compactor {self.worker_id} request {req.id}",
-                                        txn_type=TxnType.COMPACTION)
-            res.txn_id = txn
-            self.ms.locks.lock([LockComponent(info.db, info.name, req.partition, LockType.SHARED_READ)], txn,
-                               agent_info=f"compactor {self.worker_id}")
-            snap = self.ms.txns.snapshot(name, txn_id=txn)
-            cwl = snap.valid_write_ids.for_compactor()
-            res.highest_write_id = cwl.high_watermark
-            self.ms.compactions.set_compactor_txn(req.id, txn, cwl.high_watermark)
-            request = Compact(type=req.type.name.lower(), partition=req.partition, compaction_id=req.id)
-            spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), cwl.to_string()),
-                           request=request, txn_id=txn, write_id=cwl.high_watermark)
-            request.validate(spec.table)
-            manifest = run_job(self.submit, spec, Heartbeater(self.ms, txn, self.heartbeat_interval,
-                                                              lambda _reason: self.submit.kill()))
-            if manifest.spark_app_id:
-                self.ms.compactions.set_spark_app_id(req.id, manifest.spark_app_id)
-            r = manifest.output
-            assert isinstance(r, CompactOutput), f"a compact job answered {type(r).__name__}"
-            res.input, res.output, res.rows, res.delete_events = list(r.input), list(r.output), r.rows, r.delete_events
-            res.bytes, res.spark_app_id = manifest.bytes_written, manifest.spark_app_id
-            if not r.compacted:
-                self.ms.txns.commit_txn(txn)
-                if r.obsolete_before or r.aborted_before:    # nothing to merge, but something to clean
-                    self.ms.compactions.mark_compacted(req.id)
-                    res.state = CompactionState.READY_FOR_CLEANING.label
-                    return res
-                return self._refuse(res, f"None of the compaction thresholds met: {r.reason}")
-            output = manifest.partitions[0] if manifest.partitions else None
-            self.ms.compactions.mark_compacted(req.id, output)   # then commit, as Hive does
-            self.ms.txns.commit_txn(txn)
-            res.state = CompactionState.READY_FOR_CLEANING.label
-            return res
+            txn = WriteTxn(self.ms, info, txn_type=TxnType.COMPACTION, lock=LockType.SHARED_READ, operation=None,
+                           partition=req.partition, agent_info=f"compactor {self.worker_id} request {req.id}",
+                           lock_agent_info=f"compactor {self.worker_id}", heartbeat_interval=self.heartbeat_interval,
+                           on_lost=lambda _reason: self.submit.kill(), purpose=f"compaction {req.id}",
+                           abort_reason=lambda exc: f"compaction {req.id} failed: {_error(exc)}")
+            with txn:
+                assert txn.txn_id is not None and txn.snapshot is not None
+                res.txn_id, snap = txn.txn_id, txn.snapshot
+                cwl = snap.valid_write_ids.for_compactor()
+                res.highest_write_id = cwl.high_watermark
+                self.ms.compactions.set_compactor_txn(req.id, txn.txn_id, cwl.high_watermark)
+                request = Compact(type=req.type.name.lower(), partition=req.partition, compaction_id=req.id)
+                spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec.of(snap, cwl), request=request,
+                               txn_id=txn.txn_id, write_id=cwl.high_watermark)
+                request.validate(spec.table)
+                manifest = run_job(self.submit, spec)
+                txn.check()          # a lost heartbeat fails the request before anything is marked
+                if manifest.spark_app_id:
+                    self.ms.compactions.set_spark_app_id(req.id, manifest.spark_app_id)
+                r = manifest.output
+                assert isinstance(r, CompactOutput), f"a compact job answered {type(r).__name__}"
+                res.input, res.output, res.rows, res.delete_events = (list(r.input), list(r.output), r.rows,
+                                                                      r.delete_events)
+                res.bytes, res.spark_app_id = manifest.bytes_written, manifest.spark_app_id
+                if not r.compacted:
+                    txn.commit()
+                    if r.obsolete_before or r.aborted_before:    # nothing to merge, but something to clean
+                        self.ms.compactions.mark_compacted(req.id)
+                        res.state = CompactionState.READY_FOR_CLEANING.label
+                        return res
+                    return self._refuse(res, f"None of the compaction thresholds met: {r.reason}")
+                output = manifest.partitions[0] if manifest.partitions else None
+                self.ms.compactions.mark_compacted(req.id, output)   # then commit, as Hive does
+                txn.commit()
+                res.state = CompactionState.READY_FOR_CLEANING.label
+                return res
         except BaseException as exc:
-            res.error = f"{type(exc).__name__}: {exc}"[:4000]
+            res.error = _error(exc)
             res.state = CompactionState.FAILED.label
-            self._fail(req.id, txn, res.error)
+            if txn is not None:
+                res.txn_id = txn.txn_id
+            self._fail(req.id, txn.txn_id if txn is not None else None, res.error)
             if not isinstance(exc, Exception):
                 raise
             return res
@@ -217,7 +222,7 @@ class Compactor:
         request = Clean(mode="compaction", partitions=res.partitions, highest_write_id=c.highest_write_id or 0,
                         compaction_id=c.id)
         try:
-            r = self._clean_job(info, SnapshotSpec(snap.valid_txns.to_string(), cleaner.to_string()), request)
+            r = self._clean_job(info, SnapshotSpec.of(snap, cleaner), request)
         except Exception as exc:  # noqa: BLE001 - stays ready for cleaning; the next run retries
             res.error = f"{type(exc).__name__}: {exc}"[:4000]
             self.ms.compactions.set_cleaner_error(c.id, f"cleaner failed, will retry: {res.error}")
@@ -254,7 +259,7 @@ class Compactor:
             res = CleanResult("aborted", name, partitions)
             snap = self.ms.txns.snapshot(name)
             try:
-                r = self._clean_job(info, SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
+                r = self._clean_job(info, SnapshotSpec.of(snap),
                                     Clean(mode="aborted", partitions=partitions, aborted_txns=txn_ids))
             except Exception as exc:  # noqa: BLE001 - metadata stays; the next run retries
                 res.error = f"{type(exc).__name__}: {exc}"[:4000]
@@ -303,3 +308,8 @@ class Compactor:
         final = self.ms.compactions.get(r.id)
         out.update(state=final.state.label, error=final.error_message, compaction=final.to_dict())
         return out
+
+
+def _error(exc: BaseException) -> str:
+    """A failed request's error, as the queue and the abort reason record it."""
+    return f"{type(exc).__name__}: {exc}"[:4000]

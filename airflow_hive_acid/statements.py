@@ -1,5 +1,6 @@
-"""One statement in a transaction, end to end: write id, statement id, lock, snapshot, heartbeat,
-the Spark job, and commit (own txn) or recording the writes (a txn shared by several tasks).
+"""One statement in a transaction, end to end: the transaction's steps (``writetxn.WriteTxn``:
+write id, lock, snapshot, statement ids, heartbeat; commit in an own txn, recording the writes in
+a txn shared by several tasks), with the Spark job in between.
 
 Used by the CLI with a local spark-submit and by the Airflow hook with SparkSubmitHook: the
 ``submit`` callable is the only difference. Imports neither pyspark nor Airflow.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,10 +40,9 @@ from .metastore import (
     Metastore,
     Operation,
     TableInfo,
-    TxnState,
     TxnType,
-    WriteStat,
 )
+from .writetxn import WriteTxn, abort_quietly
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +62,11 @@ def table_spec(info: TableInfo) -> TableSpec:
                      compression=info.compression)
 
 
-def write_stats(info: TableInfo, write_id: int, partitions: list[PartitionStats]) -> list[WriteStat]:
-    """What a job's per-partition stats are to the metastore (conflict check, initiator)."""
-    return [WriteStat(info.db, info.name, p.partition, write_id, Operation[p.operation.upper()], **p.counts())
-            for p in partitions]
-
-
 def table_source(ms: Metastore, table: str) -> SourceSpec:
     """Another ACID table as the source of an INSERT or MERGE, read at its current snapshot."""
     info = ms.catalog.get_table(table)
     snap = ms.txns.snapshot(info.qualified_name)
-    return SourceSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(),
-                                                                    snap.valid_write_ids.to_string()))
+    return SourceSpec(table=table_spec(info), snapshot=SnapshotSpec.of(snap))
 
 
 @dataclass
@@ -122,68 +115,53 @@ class StatementRunner:
         self.agent_info = agent_info
         self.lock_wait = lock_wait
         self.heartbeat_interval = heartbeat_interval
-        self.own_txn: int | None = None   # the txn this runner opened and has not ended yet
+        self._txn: WriteTxn | None = None       # the statement running now
+        self._read_txn: int | None = None       # the read-only txn of the read running now
         self.last_read: dict[str, Any] | None = None   # txn and snapshot of the last read, for lineage
         self.on_lost = on_lost if on_lost is not None else (lambda _reason: submit.kill())
+
+    @property
+    def own_txn(self) -> int | None:
+        """The txn this runner opened and has not ended yet (what ``on_kill`` aborts)."""
+        txn = self._txn
+        if txn is not None and txn.own and not txn.ended:
+            return txn.txn_id
+        return self._read_txn
 
     # -- writes -----------------------------------------------------------------------------
     def run(self, request: Request, table: str, *, txn_id: int | None = None,
             statement_key: str = "default") -> StatementResult:
         """Run an INSERT, DELETE, UPDATE or MERGE on ``table``. Without ``txn_id`` the statement
         gets its own txn and commits it; with one it joins that txn and only records its writes
-        (whoever owns the txn commits)."""
+        (whoever owns the txn commits). The txn's steps are :class:`writetxn.WriteTxn`'s."""
         if type(request) not in _OPERATION:
             raise InvalidInputError(f"{type(request).__name__} is not a statement; one of "
                                     f"{sorted(t.__name__ for t in _OPERATION)}")
         info = self.ms.catalog.get_table(table)
-        request.validate(table_spec(info))
-        own = txn_id is None
-        if txn_id is None:
-            txn_id, wids = self.ms.txns.begin_write([info.qualified_name], agent_info=self.agent_info)
-            write_id = wids[info.qualified_name]
-            self.own_txn = txn_id
-        else:
-            write_id = self.ms.txns.allocate_write_id(txn_id, info.qualified_name)
-        manifest: Manifest | None = None
-        try:
-            self._lock(txn_id, info, request)
-            snap = self.ms.txns.snapshot(info.qualified_name, txn_id=txn_id)
-            ids = self.ms.txns.statement_ids(txn_id, info.qualified_name, statement_key,
-                                             _statement_count(request, info), snapshot=json.dumps(snap.to_dict()))
-            spec = JobSpec(table=table_spec(info),
-                           snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
-                           request=request, txn_id=txn_id, write_id=write_id, statement_id=ids[0],
-                           extra_statement_ids=tuple(ids[1:]), shared_txn=not own)
-            manifest = self._run(spec, txn_id)
-            writes = write_stats(info, write_id, manifest.partitions)
-            if own:
-                self.ms.txns.commit_txn(txn_id, writes)
-            else:
-                self.ms.txns.add_writes(txn_id, writes)
-            return StatementResult(info.qualified_name, txn_id, write_id, ids[0], own, manifest, snap.to_dict())
-        except BaseException as exc:
-            if own:
-                self._abort_quietly(txn_id, f"{request.job} failed: {exc}"[:2000], info, write_id, manifest)
-            raise
-        finally:
-            self.own_txn = None
-
-    def _lock(self, txn_id: int, info: TableInfo, request: Request) -> None:
+        spec_table = table_spec(info)
+        request.validate(spec_table)
         overwrite = isinstance(request, Insert) and request.overwrite
-        lock_type = LockType.EXCL_WRITE if overwrite else LockType.SHARED_WRITE
         partition = ""
         if isinstance(request, Insert) and request.partition and info.is_partitioned:
             partition = self.ms.catalog.partition_name(info, request.partition)
-        self.ms.locks.lock([LockComponent(info.db, info.name, partition, lock_type, _OPERATION[type(request)])],
-                           txn_id, wait=self.lock_wait, agent_info=self.agent_info)
+        txn = WriteTxn(self.ms, info, txn_id=txn_id, lock=LockType.EXCL_WRITE if overwrite else LockType.SHARED_WRITE,
+                       operation=_OPERATION[type(request)], partition=partition, statement_key=statement_key,
+                       statement_count=_statement_count(request, info), agent_info=self.agent_info,
+                       lock_wait=self.lock_wait, heartbeat_interval=self.heartbeat_interval, on_lost=self.on_lost,
+                       purpose=request.job)
+        self._txn = txn
+        try:
+            with txn:
+                manifest = run_job(self.submit, txn.job_spec(request, spec_table))
+                txn.record(manifest.partitions)
+        finally:
+            self._txn = None
+        assert txn.txn_id is not None and txn.snapshot is not None
+        return StatementResult(info.qualified_name, txn.txn_id, txn.write_id, txn.statement_ids[0], txn.own, manifest,
+                               txn.snapshot.to_dict())
 
     def _run(self, spec: JobSpec, txn_id: int) -> Manifest:
         return run_job(self.submit, spec, Heartbeater(self.ms, txn_id, self.heartbeat_interval, self.on_lost))
-
-    def _abort_quietly(self, txn_id: int, reason: str, info: TableInfo, write_id: int,
-                       manifest: Manifest | None) -> None:
-        writes = write_stats(info, write_id, manifest.partitions) if manifest else []
-        abort_quietly(self.ms, txn_id, reason, writes)
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, table: str, request: Read, *, txn_id: int | None = None,
@@ -195,7 +173,7 @@ class StatementRunner:
         own = txn_id is None
         if txn_id is None:
             txn_id = self.ms.txns.open_txn(agent_info=self.agent_info, txn_type=TxnType.READ_ONLY)
-            self.own_txn = txn_id
+            self._read_txn = txn_id
         try:
             self.ms.locks.lock([LockComponent(info.db, info.name, type=LockType.SHARED_READ)], txn_id,
                                wait=self.lock_wait, agent_info=self.agent_info)
@@ -204,18 +182,17 @@ class StatementRunner:
             if at_write_id is not None:
                 wl = wl.as_of(at_write_id)
             self.last_read = {"txn_id": txn_id, "valid_write_ids": wl.to_string()}
-            spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), wl.to_string()),
-                           request=request, txn_id=txn_id)
+            spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec.of(snap, wl), request=request, txn_id=txn_id)
             manifest = self._run(spec, txn_id)
             if own:
                 self.ms.txns.commit_txn(txn_id)
             return manifest
         except BaseException as exc:
             if own:
-                self._abort_quietly(txn_id, f"read failed: {exc}"[:2000], info, 0, None)
+                abort_quietly(self.ms, txn_id, f"read failed: {exc}"[:2000])
             raise
         finally:
-            self.own_txn = None
+            self._read_txn = None
 
 
     def read_rows(self, table: str, request: Read, *, txn_id: int | None = None,
@@ -232,17 +209,6 @@ class StatementRunner:
                 return [json.loads(line) for line in f.read().decode().splitlines() if line]
         finally:
             afs.remove_staged(fs, p)
-
-
-def abort_quietly(ms: Metastore, txn_id: int, reason: str, writes: Iterable[WriteStat] = ()) -> None:
-    """Abort ``txn_id`` if it is still open, naming the ``writes`` it published so the cleaner
-    finds them; a failure to abort is logged, as the error that led here matters more (the
-    housekeeper ends the txn after its timeout anyway)."""
-    try:
-        if ms.txns.get_txn(txn_id).state is TxnState.OPEN:
-            ms.txns.abort_txn(txn_id, reason[:2000], writes)
-    except Exception:  # noqa: BLE001
-        log.exception("could not abort transaction %s", txn_id)
 
 
 def _statement_count(request: Request, info: TableInfo) -> int:

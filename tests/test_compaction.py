@@ -335,10 +335,10 @@ def test_killed_worker_between_compact_and_commit_fails_not_stuck(runner, in_pro
     job = c.compact(t, type="major")
     real_commit = ms.txns.commit_txn
 
-    def dying_commit(txn_id, writes=()):
+    def dying_commit(txn_id, writes=(), *, stream=None):
         if ms.txns.get_txn(txn_id).txn_type is TxnType.COMPACTION:
             raise Crash()
-        return real_commit(txn_id, writes)
+        return real_commit(txn_id, writes, stream=stream)
 
     ms.txns.commit_txn = dying_commit
     # the process "dies" right there: no cleanup of its own reaches the metastore

@@ -160,6 +160,36 @@ def test_write_joins_a_transaction_owned_elsewhere(acid, spark, runner, orders):
     assert 200 in {r["id"] for r in runner.read_rows(orders, Read())}
 
 
+def test_a_write_longer_than_the_txn_timeout_commits(acid, spark, runner):
+    """Spark runs ``writer()`` and ``commit()`` in two Python workers and kills the first once
+    idle, so the txn heartbeats from a process of its own while the tasks run; a housekeeper
+    sweeping timed-out txns all along finds nothing to abort."""
+    import threading
+
+    from pyspark.sql import functions as F
+    ms = runner.ms
+    ms.catalog.create_table("d.slow", "k bigint")
+    ms.set_setting("hive.txn.timeout", "3")
+    swept: list[int] = []
+    done = threading.Event()
+
+    def housekeeper() -> None:
+        while not done.wait(0.5):
+            swept.extend(ms.txns.abort_timed_out())
+
+    sweeper = threading.Thread(target=housekeeper)
+    sweeper.start()
+    try:
+        slow = F.udf(lambda i: (time.sleep(8), i)[1], "bigint")     # well past the 3 s timeout
+        acid.write(spark.range(2).repartition(1).select(slow("id").alias("k")), "d.slow")
+    finally:
+        done.set()
+        sweeper.join()
+    last = ms.txns.find_txns("hive_acid data source")[-1]
+    assert last.state is TxnState.COMMITTED and last.txn_id not in swept
+    assert sorted(r["k"] for r in runner.read_rows("d.slow", Read())) == [0, 1]
+
+
 @pytest.mark.parametrize("how, message", [
     ("read:nosuch.table", "unknown table nosuch.table"),
     ("read:writeId=99", "write id 99 is outside 0..2"),

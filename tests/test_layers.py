@@ -7,7 +7,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "airflow_hive_acid"
 AIRFLOW_LAYER = ("hooks", "operators", "sensors", "triggers", "assets", "cli")
-CLIENT = ("statements", "compactor", "heartbeat")
+CLIENT = ("statements", "compactor", "heartbeat", "writetxn")
 
 # layer (first path component under the package) -> prefixes it must not import
 FORBIDDEN = {

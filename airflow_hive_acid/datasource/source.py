@@ -44,7 +44,7 @@ from ..acid.reader import ROW_ID_COLUMN, BucketGroup
 from ..acid.writeids import ValidWriteIdList
 from ..errors import InvalidInputError
 from ..jobs.spec import SnapshotSpec
-from ..metastore import LockComponent, LockType, Metastore, Operation, TableInfo, TxnType, WriteStat
+from ..metastore import LockType, Metastore, TableInfo, TxnType
 from ..spark.dml import source_columns
 from ..spark.load import Conform, conform_batch
 from ..spark.scan import (
@@ -59,7 +59,8 @@ from ..spark.scan import (
 from ..spark.tasks import release_freed_memory, task_context
 from ..spark.types import spark_type
 from ..spark.write import Placement, Statement, TaskFiles, publish
-from ..statements import LOAD_STATEMENT_IDS, abort_quietly, table_spec, write_stats
+from ..statements import LOAD_STATEMENT_IDS, table_spec
+from ..writetxn import WriteTxn
 from .stream import HiveAcidStreamWriter
 
 log = logging.getLogger(__name__)
@@ -251,7 +252,7 @@ class HiveAcidReader(DataSourceReader):
             if self.opts.txn_id is None:          # our own txn: nothing will read under it
                 ms.txns.abort_txn(txn_id, "hive_acid read refused its snapshot options")
             raise
-        return txn_id, SnapshotSpec(snap.valid_txns.to_string(), wl.to_string())
+        return txn_id, SnapshotSpec.of(snap, wl)
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Filters on partition columns prune partitions before anything is listed further;
@@ -350,10 +351,13 @@ class _TaskFiles(WriterCommitMessage):
 
 
 class HiveAcidWriter(DataSourceArrowWriter):
-    """One batch write = one statement in one transaction. ``writer()`` (driver) opens the txn
-    (or joins ``txnId``), allocates the write id and statement ids and takes the lock; each task
-    writes its own files into staging (PER_TASK placement, as a load: no shuffle); ``commit()``
-    (driver) publishes the directories and commits, ``abort()`` removes staging and aborts."""
+    """One batch write = one statement in one transaction (``writetxn.WriteTxn``). ``writer()``
+    (driver) opens the txn (or joins ``txnId``), allocates the write id and statement ids and
+    takes the lock; each task writes its own files into staging (PER_TASK placement, as a load:
+    no shuffle); ``commit()`` (driver) publishes the directories and commits, ``abort()`` removes
+    staging and aborts. Spark runs ``writer()`` and ``commit()`` in two short-lived Python
+    processes, so an own txn heartbeats from a process of its own until it ends
+    (``heartbeat.spawn_heartbeat_process``)."""
 
     def __init__(self, opts: _Options, schema: StructType, overwrite: bool):
         self.opts, self.overwrite = opts, overwrite
@@ -366,25 +370,15 @@ class HiveAcidWriter(DataSourceArrowWriter):
                     "per bucket of base_W; use hive-acid insert --overwrite (AcidInsertOperator(overwrite=True))")
             have = {f.name.lower(): (f.name, f.dataType) for f in schema.fields}
             self.plan = Conform(tuple(source_columns(table, have, {})))
-            self.qualified, self.own = info.qualified_name, opts.txn_id is None
-            self.db, self.name = info.db, info.name
-            if opts.txn_id is None:
-                txn_id, wids = ms.txns.begin_write([info.qualified_name], agent_info=AGENT)
-                write_id = wids[info.qualified_name]
-            else:
-                txn_id = opts.txn_id
-                write_id = ms.txns.allocate_write_id(txn_id, info.qualified_name)
-            try:
-                ms.locks.lock([LockComponent(info.db, info.name, "", LockType.EXCL_WRITE if overwrite
-                                             else LockType.SHARED_WRITE, Operation.INSERT)],
-                              txn_id, wait=ms.config.lock_wait_timeout, agent_info=AGENT)
-                count = opts.max_writers if table.spec.num_buckets else 1
-                ids = ms.txns.statement_ids(txn_id, info.qualified_name, f"datasource_{uuid.uuid4().hex}", count)
-            except BaseException as exc:
-                if self.own:
-                    ms.txns.abort_txn(txn_id, f"hive_acid write failed: {exc}"[:2000])
-                raise
-        self.stmt = Statement(table, txn_id, write_id, tuple(ids), overwrite, shared_txn=not self.own)
+            count = opts.max_writers if table.spec.num_buckets else 1
+            txn = WriteTxn(ms, info, txn_id=opts.txn_id,
+                           lock=LockType.EXCL_WRITE if overwrite else LockType.SHARED_WRITE,
+                           statement_key=f"datasource_{uuid.uuid4().hex}", statement_count=count, agent_info=AGENT,
+                           lock_wait=ms.config.lock_wait_timeout, purpose="hive_acid write")
+            txn.begin(heartbeat="process" if txn.own else "none")   # a joined txn: its owner heartbeats it
+        self.txn = txn.handle()
+        self.stmt = Statement(table, self.txn.txn_id, self.txn.write_id, self.txn.statement_ids, overwrite,
+                              shared_txn=not self.txn.own)
         self.staging = self.stmt.staging("datasource")
         self.overwrite_partitions = [""] if overwrite and not table.partition_columns else []
 
@@ -404,20 +398,17 @@ class HiveAcidWriter(DataSourceArrowWriter):
         return _TaskFiles(written)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Publish the tasks' directories and end the statement: commit an own txn (which stops
+        its heartbeat process), or record the writes in a joined one."""
         fs, root = self.stmt.table.fs_and_root
         rows = [r for m in messages if isinstance(m, _TaskFiles) for r in m.rows]
-        writes: list[WriteStat] = []
         with self.opts.connect() as ms:
-            info = ms.catalog.get_table(self.qualified)
+            txn = WriteTxn.resume(ms, self.txn, purpose="hive_acid commit")
             try:
-                parts = publish(fs, root, self.staging, self.stmt, rows, self.overwrite_partitions)
-                writes = write_stats(info, self.stmt.write_id, parts)
-                if self.own:
-                    ms.txns.commit_txn(self.stmt.txn_id, writes)
-                else:
-                    ms.txns.add_writes(self.stmt.txn_id, writes)
+                txn.record(publish(fs, root, self.staging, self.stmt, rows, self.overwrite_partitions))
+                txn.commit()
             except BaseException as exc:
-                self._abort(ms, f"hive_acid commit failed: {exc}", writes)
+                txn.abort(txn.reason(exc))
                 raise
             finally:
                 afs.remove_dir(fs, self.staging)
@@ -426,11 +417,4 @@ class HiveAcidWriter(DataSourceArrowWriter):
         fs, _ = self.stmt.table.fs_and_root
         afs.remove_dir(fs, self.staging)
         with self.opts.connect() as ms:
-            self._abort(ms, "hive_acid write failed: a Spark task failed")
-
-    def _abort(self, ms: Metastore, reason: str, writes: Iterable[WriteStat] = ()) -> None:
-        """Abort our own txn, naming what was published so the cleaner removes it; a joined
-        txn is its owner's to end."""
-        if self.own:
-            abort_quietly(ms, self.stmt.txn_id, reason, writes)
-
+            WriteTxn.resume(ms, self.txn).abort("hive_acid write failed: a Spark task failed")

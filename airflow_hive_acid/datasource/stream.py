@@ -26,17 +26,17 @@ from pyspark.sql.types import StructType
 
 from ..acid import fs as afs
 from ..errors import InvalidInputError
-from ..heartbeat import Heartbeater
 from ..jobs.manifest import PartitionStats
 from ..jobs.spec import MergeClause, SnapshotSpec, parse_merge_clause
-from ..metastore import LockComponent, LockType, Operation, StreamBatch, WriteStat
+from ..metastore import Operation, StreamBatch
 from ..spark import merge
 from ..spark.dml import merge_plan, source_columns
 from ..spark.load import Conform, conform_batch
 from ..spark.scan import Table
 from ..spark.tasks import task_context
 from ..spark.write import Placement, Statement, TaskFiles, publish
-from ..statements import abort_quietly, table_spec, write_stats
+from ..statements import table_spec
+from ..writetxn import WriteTxn
 
 if TYPE_CHECKING:
     from .source import _Options
@@ -197,8 +197,9 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
             afs.remove_dir(fs, folder)
 
     def _apply(self, query_id: str, batch_id: int, files: list[str]) -> None:
-        """The micro-batch as one txn: write id, delta files from the spool, publish, commit
-        with its (query, batch) record; skipped if that record exists (a replay)."""
+        """The micro-batch as one txn (``writetxn.WriteTxn``): write id, delta files from the
+        spool, publish, commit with its (query, batch) record; skipped if that record exists (a
+        replay)."""
         started = time.perf_counter()
         with self.opts.connect() as ms:
             done = ms.txns.stream_batch(self.qualified, query_id, batch_id)
@@ -207,28 +208,20 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
                          done.txn_id)
                 return
             info = ms.catalog.get_table(self.qualified)
-            txn, wids = ms.txns.begin_write([self.qualified], agent_info=f"hive_acid stream {query_id}")
-            writes: list[WriteStat] = []
-            operation = Operation.INSERT if self.changes is None else Operation.UPDATE
-            try:
-                with Heartbeater(ms, txn):
-                    ms.locks.lock([LockComponent(info.db, info.name, "", LockType.SHARED_WRITE, operation)],
-                                  txn, wait=ms.config.lock_wait_timeout, agent_info="hive_acid stream")
-                    ids = ms.txns.statement_ids(txn, self.qualified, "stream", 1)
-                    stmt = Statement(self.table, txn, wids[self.qualified], tuple(ids))
-                    if self.changes is None:
-                        parts = self._write(stmt, files)
-                    else:
-                        snap = ms.txns.snapshot(self.qualified, txn_id=txn)
-                        parts = self._merge(stmt, SnapshotSpec(snap.valid_txns.to_string(),
-                                                               snap.valid_write_ids.to_string()), files)
-                    writes = write_stats(info, stmt.write_id, parts)
-                    ms.txns.commit_txn(txn, writes, stream=StreamBatch(self.qualified, query_id, batch_id))
-            except BaseException as exc:
-                abort_quietly(ms, txn, f"hive_acid stream batch {batch_id} failed: {exc}", writes)
-                raise
-        log.info("batch %s of query %s: txn %s, %s rows in %.2fs", batch_id, query_id, txn,
-                 sum(w.rows_inserted for w in writes), time.perf_counter() - started)
+            txn = WriteTxn(ms, info, operation=Operation.INSERT if self.changes is None else Operation.UPDATE,
+                           statement_key="stream", agent_info=f"hive_acid stream {query_id}",
+                           lock_agent_info="hive_acid stream", lock_wait=ms.config.lock_wait_timeout,
+                           purpose=f"hive_acid stream batch {batch_id}")
+            with txn:
+                assert txn.txn_id is not None and txn.snapshot is not None
+                stmt = Statement(self.table, txn.txn_id, txn.write_id, txn.statement_ids)
+                if self.changes is None:
+                    parts = self._write(stmt, files)
+                else:
+                    parts = self._merge(stmt, SnapshotSpec.of(txn.snapshot), files)
+                txn.commit(txn.record(parts), stream=StreamBatch(self.qualified, query_id, batch_id))
+        log.info("batch %s of query %s: txn %s, %s rows in %.2fs", batch_id, query_id, txn.txn_id,
+                 sum(w.rows_inserted for w in txn.writes), time.perf_counter() - started)
 
     def _write(self, stmt: Statement, files: list[str]) -> list[PartitionStats]:
         """The spooled rows as this statement's files (one writer: statement id 0 in every

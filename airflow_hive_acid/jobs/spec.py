@@ -12,13 +12,25 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ..acid.partitions import DEFAULT_PARTITION_NAME, make_part_name
 from ..acid.types import Column, parse_columns
+from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..errors import InvalidInputError
 
 ALLOWED_PARTITION_TYPES = {"string", "varchar", "char", "tinyint", "smallint", "int", "bigint", "date", "boolean"}
+
+
+class Snapshot(Protocol):
+    """A snapshot as the metastore takes it (``metastore.TableSnapshot``; jobs/ does not import
+    the metastore)."""
+
+    @property
+    def valid_txns(self) -> ValidTxnList: ...
+
+    @property
+    def valid_write_ids(self) -> ValidWriteIdList: ...
 
 
 class JobSpecError(InvalidInputError):
@@ -86,6 +98,13 @@ class SnapshotSpec:
 
     valid_txns: str
     valid_write_ids: str
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, write_ids: ValidWriteIdList | None = None) -> SnapshotSpec:
+        """The strings of a metastore snapshot (``metastore.TableSnapshot``), with its write-id
+        list replaced by ``write_ids`` when given (an older or a compactor's view)."""
+        return cls(snapshot.valid_txns.to_string(),
+                   (write_ids if write_ids is not None else snapshot.valid_write_ids).to_string())
 
 
 SOURCE_FORMATS = ("orc", "parquet", "csv", "json")
