@@ -78,12 +78,12 @@ class ChangeStream:
         if not opts.merge_on:
             raise InvalidInputError("hive_acid: a change stream needs mergeOn, the columns its changes are keyed by")
         spec, keys = table.spec, tuple(opts.merge_on)
-        placed = set(spec.bucket_columns) | set(table.spec.partition_names)
+        placed = set(spec.bucket_columns) | set(spec.partition_names)
         if not spec.num_buckets or spec.insert_only or not placed <= set(keys):
             raise InvalidInputError(
                 f"hive_acid: a change stream (mergeOn) is applied bucket by bucket: {spec.name} must be a bucketed "
                 f"full-ACID table and mergeOn must include its bucket and partition columns {sorted(placed)}")
-        rest = [c.name for c in table.spec.all_columns if c.name not in keys]
+        rest = [c.name for c in spec.all_columns if c.name not in keys]
         texts = [f"WHEN MATCHED AND s.{OP} = 'd' THEN DELETE",
                  f"WHEN NOT MATCHED AND s.{OP} <> 'd' THEN INSERT *"]
         if rest:

@@ -116,9 +116,9 @@ def source_rows(spark: JobSpark, table: Table, source: SourceSpec, keys: list[st
     spec = table.spec
     if not spec.num_buckets or spec.insert_only:
         return None
-    if not set(spec.bucket_columns) | set(table.spec.partition_names) <= set(keys):
+    if not set(spec.bucket_columns) | set(spec.partition_names) <= set(keys):
         return None
-    placed = set(spec.bucket_columns) | set(table.spec.partition_names)
+    placed = set(spec.bucket_columns) | set(spec.partition_names)
     for c in clauses:
         if c.action == "insert" and c.assignments and any(
                 re.sub(r"[\s`]", "", c.assignments.get(k, "")).lower() != f"{dml.SOURCE_ALIAS}.{k}" for k in placed):
