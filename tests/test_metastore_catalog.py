@@ -70,6 +70,7 @@ def test_the_catalog_gives_the_one_table_model_a_job_carries_unchanged(ms, wareh
                              "insert_only": False, "compression": "snappy"}
     assert JobSpec.from_json(json.dumps(wire)).table == spec and TableSpec.from_dict(wire["table"]) == spec
     assert [c.name for c in spec.all_columns] == ["id", "name", "ds", "hr"] and spec.partition_names == ["ds", "hr"]
+    assert spec.bucket_types == ["bigint"]
     # one partition name, whether the spec is a user's text, a mapping or a row's values
     named = {spec.partition_name("ds=2024-01-01,hr=3"), spec.partition_name({"DS": "2024-01-01", "hr": 3}),
              spec.partition_name(["2024-01-01", "3"]), ms.catalog.partition_name(t, "ds=2024-01-01,hr=3")}

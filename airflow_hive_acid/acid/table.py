@@ -63,6 +63,12 @@ class TableSpec:
         """The data columns, then the partition columns (a row as a reader sees it)."""
         return self.data_columns + self.partition_cols
 
+    @property
+    def bucket_types(self) -> list[str]:
+        """The Hive types of the bucket columns, as Hive's bucketing hash takes them
+        (``acid.bucketing.bucket_ids``)."""
+        return [str(self.column(c).type) for c in self.bucket_columns]
+
     def column(self, name: str) -> Column:
         for c in self.all_columns:
             if c.name == name:

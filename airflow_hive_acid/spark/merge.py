@@ -183,7 +183,7 @@ def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: lis
     ``source_dir`` as one IPC file, one record batch per group it holds rows of."""
     spec = table.spec
     fs, _ = afs.filesystem_for(table.spec.location)
-    types = [str(table.spec.column(c).type) for c in spec.bucket_columns]
+    types = spec.bucket_types
     slices: dict[tuple[str, int], list[tuple[str, int]]] = {}
     fs.create_dir(source_dir, recursive=True)
     for n, batch in enumerate(source.batches):

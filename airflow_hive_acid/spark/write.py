@@ -204,7 +204,7 @@ def _with_bucket(table: Table, events: DataFrame) -> DataFrame:
         return events.withColumn(BUCKET, F.when(F.col(KIND) == INSERT, insert_bucket).otherwise(delete_bucket))
     schema = T.StructType(events.schema.fields + [T.StructField(BUCKET, T.IntegerType(), False)])
     spec = table.spec
-    hive_types = [str(table.spec.column(c).type) for c in spec.bucket_columns]
+    hive_types = spec.bucket_types
 
     def add(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
@@ -310,7 +310,7 @@ class TaskFiles:
             else:
                 self.insert_bucket = task
         spec = table.spec
-        self._bucketing = (spec.bucket_columns, [str(table.spec.column(c).type) for c in spec.bucket_columns],
+        self._bucketing = (spec.bucket_columns, spec.bucket_types,
                            spec.num_buckets, spec.bucketing_version)
         self._parts: dict[tuple, str] = {}
         self._inserts: dict[tuple[str, int], tuple[InsertFile, list[int]]] = {}
