@@ -453,7 +453,7 @@ def cmd_dirs(args: argparse.Namespace) -> None:
     snap = ms.txns.snapshot(info.qualified_name, txn_id=args.txn)
     fs, root = afs.filesystem_for(info.location)
     only = [ms.catalog.partition_name(info, args.partition)] if args.partition else None
-    listing = afs.list_table(fs, root, [c.name for c in info.partition_columns], only)
+    listing = afs.list_table(fs, root, info.to_spec().partition_names, only)
     out: list[dict[str, Any]] = []
     for part in sorted(listing.partitions):
         st = get_acid_state(listing.partitions[part], snap.valid_write_ids, snap.valid_txns)
@@ -492,7 +492,7 @@ def cmd_register(args: argparse.Namespace) -> None:
     info = ms.catalog.create_table(args.table, args.columns, partitioned_by=args.partitioned_by,
                                    bucketed_by=args.bucketed_by, buckets=args.buckets or 0, location=args.location,
                                    properties=_kv(args.property, "--property"))
-    listing = afs.list_table(fs, root, [c.name for c in info.partition_columns])
+    listing = afs.list_table(fs, root, info.to_spec().partition_names)
     max_wid = 0
     for entries in listing.partitions.values():
         for e in entries:

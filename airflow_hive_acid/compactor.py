@@ -33,7 +33,6 @@ from .metastore import (
     TxnType,
 )
 from .metastore.initiator import InitiatorDecision, default_initiator_id
-from .statements import table_spec
 from .writetxn import WriteTxn
 
 log = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ class Compactor:
                 res.highest_write_id = cwl.high_watermark
                 self.ms.compactions.set_compactor_txn(req.id, txn.txn_id, cwl.high_watermark)
                 request = Compact(type=req.type.name.lower(), partition=req.partition, compaction_id=req.id)
-                spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec.of(snap, cwl), request=request,
+                spec = JobSpec(table=info.to_spec(), snapshot=SnapshotSpec.of(snap, cwl), request=request,
                                txn_id=txn.txn_id, write_id=cwl.high_watermark)
                 request.validate(spec.table)
                 manifest = run_job(self.submit, spec)
@@ -187,7 +186,7 @@ class Compactor:
 
     def _clean_job(self, info: TableInfo, snapshot: SnapshotSpec, request: Clean) -> CleanOutput:
         """Run a cleaning job outside any txn (it deletes only what no snapshot can see)."""
-        spec = JobSpec(table=table_spec(info), snapshot=snapshot, request=request)
+        spec = JobSpec(table=info.to_spec(), snapshot=snapshot, request=request)
         request.validate(spec.table)
         out = run_job(self.submit, spec).output
         assert isinstance(out, CleanOutput), f"a clean job answered {type(out).__name__}"

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .acid import fs as afs
-from .acid.types import format_columns
 from .errors import InvalidInputError
 from .heartbeat import Heartbeater
 from .jobs import (
@@ -30,7 +29,6 @@ from .jobs import (
     SnapshotSpec,
     SourceSpec,
     Submit,
-    TableSpec,
     Update,
     run_job,
 )
@@ -54,19 +52,11 @@ _OPERATION: dict[type[Request], Operation] = {Insert: Operation.INSERT, Delete: 
 LOAD_STATEMENT_IDS = 64
 
 
-def table_spec(info: TableInfo) -> TableSpec:
-    return TableSpec(name=info.qualified_name, location=info.location, columns=format_columns(info.columns),
-                     partition_columns=format_columns(info.partition_columns),
-                     bucket_columns=tuple(info.bucket_columns), num_buckets=info.num_buckets,
-                     bucketing_version=info.bucketing_version, insert_only=info.is_insert_only,
-                     compression=info.compression)
-
-
 def table_source(ms: Metastore, table: str) -> SourceSpec:
     """Another ACID table as the source of an INSERT or MERGE, read at its current snapshot."""
     info = ms.catalog.get_table(table)
     snap = ms.txns.snapshot(info.qualified_name)
-    return SourceSpec(table=table_spec(info), snapshot=SnapshotSpec.of(snap))
+    return SourceSpec(table=info.to_spec(), snapshot=SnapshotSpec.of(snap))
 
 
 @dataclass
@@ -138,7 +128,7 @@ class StatementRunner:
             raise InvalidInputError(f"{type(request).__name__} is not a statement; one of "
                                     f"{sorted(t.__name__ for t in _OPERATION)}")
         info = self.ms.catalog.get_table(table)
-        spec_table = table_spec(info)
+        spec_table = info.to_spec()
         request.validate(spec_table)
         overwrite = isinstance(request, Insert) and request.overwrite
         partition = ""
@@ -169,7 +159,7 @@ class StatementRunner:
         """Run a read job at a snapshot taken inside a txn (its own read-only one unless
         ``txn_id``), so the cleaner keeps every file the read needs until it ends."""
         info = self.ms.catalog.get_table(table)
-        request.validate(table_spec(info))
+        request.validate(info.to_spec())
         own = txn_id is None
         if txn_id is None:
             txn_id = self.ms.txns.open_txn(agent_info=self.agent_info, txn_type=TxnType.READ_ONLY)
@@ -182,7 +172,7 @@ class StatementRunner:
             if at_write_id is not None:
                 wl = wl.as_of(at_write_id)
             self.last_read = {"txn_id": txn_id, "valid_write_ids": wl.to_string()}
-            spec = JobSpec(table=table_spec(info), snapshot=SnapshotSpec.of(snap, wl), request=request, txn_id=txn_id)
+            spec = JobSpec(table=info.to_spec(), snapshot=SnapshotSpec.of(snap, wl), request=request, txn_id=txn_id)
             manifest = self._run(spec, txn_id)
             if own:
                 self.ms.txns.commit_txn(txn_id)

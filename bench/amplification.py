@@ -34,7 +34,7 @@ def read_amplification(work: Path, rows: int) -> dict:
     from airflow_hive_acid.metastore import Metastore
     from airflow_hive_acid.spark.runner import run_job
     from airflow_hive_acid.spark.scan import read_table
-    from airflow_hive_acid.statements import StatementRunner, table_spec
+    from airflow_hive_acid.statements import StatementRunner
 
     spark = _session()
     home = work / "amp"
@@ -77,12 +77,12 @@ def read_amplification(work: Path, rows: int) -> dict:
 
     final = work / "amp_final"
     shutil.rmtree(final, ignore_errors=True)
-    deltas = read_table(spark, table_spec(ms.catalog.get_table("bench.deltas")), snapshot("bench.deltas"))
+    deltas = read_table(spark, ms.catalog.get_table("bench.deltas").to_spec(), snapshot("bench.deltas"))
     deltas.write.parquet(str(final))
     runner.run(Insert(source=SourceSpec(path=str(final), format="parquet"), overwrite=True), "bench.base_only")
 
     def scan(t):
-        df = read_table(spark, table_spec(ms.catalog.get_table(t)), snapshot(t))
+        df = read_table(spark, ms.catalog.get_table(t).to_spec(), snapshot(t))
         t0 = time.time()
         r = df.agg(F.count("*"), F.sum("amount"), F.max("name"), F.sum("qty"), F.max("category")).collect()[0]
         return time.time() - t0, tuple(r)

@@ -31,7 +31,6 @@ from airflow_hive_acid.acid.reader import ReadRequest, read_bucket_group  # noqa
 from airflow_hive_acid.jobs import Ingest, JobFailed, JobSpec, LocalSubmitter, SnapshotSpec, run_job  # noqa: E402
 from airflow_hive_acid.metastore import Metastore  # noqa: E402
 from airflow_hive_acid.spark.scan import Table, plan_scan  # noqa: E402
-from airflow_hive_acid.statements import table_spec  # noqa: E402
 
 COLUMNS = "id bigint, user_id bigint, url string, at timestamp"
 URLS = np.array([f"/page/{i}" for i in range(50)], dtype=object)
@@ -58,18 +57,18 @@ def new_table(work: Path, name: str) -> tuple[Metastore, str]:
 
 def spec(ms: Metastore, table: str, landing: Path, checkpoint: Path, **kw: object) -> JobSpec:
     req = Ingest(landing=str(landing), checkpoint=str(checkpoint), metastore=ms.url, **kw)
-    return JobSpec(table=table_spec(ms.catalog.get_table(table)), snapshot=SnapshotSpec("", ""), request=req)
+    return JobSpec(table=ms.catalog.get_table(table).to_spec(), snapshot=SnapshotSpec("", ""), request=req)
 
 
 def check_rows(ms: Metastore, table: str, expected: int) -> None:
     """Read the ids back at the latest snapshot with the reader the scan tasks run: every id once."""
     info = ms.catalog.get_table(table)
     snap = ms.txns.snapshot(info.qualified_name)
-    t = Table(table_spec(info))
+    t = Table(info.to_spec())
     plan = plan_scan(t, SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()))
     fs, _ = t.fs_and_root
     parts = [b.column(0).to_numpy() for g in plan.groups
-             for b in read_bucket_group(fs, g, plan.snapshot, ReadRequest(t.columns, ["id"]))]
+             for b in read_bucket_group(fs, g, plan.snapshot, ReadRequest(t.spec.data_columns, ["id"]))]
     ids = np.sort(np.concatenate(parts)) if parts else np.array([], np.int64)
     if len(ids) != expected or not np.array_equal(ids, np.arange(expected)):
         raise SystemExit(f"{table}: {len(ids)} rows read back, expected ids 0..{expected - 1} once each")

@@ -27,7 +27,7 @@ from airflow_hive_acid.metastore import (
     WriteStat,
 )
 from airflow_hive_acid.spark import compact as compact_job
-from airflow_hive_acid.statements import StatementRunner, table_spec
+from airflow_hive_acid.statements import StatementRunner
 
 S = CompactionState
 
@@ -128,8 +128,8 @@ def _begin_dp_write(ms, in_process, table, tmp_path, ids, ds_values, lock_partit
     txn, wids = ms.txns.begin_write([table])
     ms.locks.lock([LockComponent(info.db, info.name, lock_partition, LockType.SHARED_WRITE, Operation.INSERT)], txn)
     snap = ms.txns.snapshot(table, txn_id=txn)
-    spec = JobSpec(table=table_spec(info),
-                   snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
+    spec = JobSpec(table=info.to_spec(),
+                   snapshot=SnapshotSpec.of(snap),
                    request=Insert.from_dict({"source": source(tmp_path, f"dp{txn}", id=ids, v=[f"x{i}" for i in ids],
                                                               ds=ds_values)}),
                    manifest_path=str(tmp_path / f"m{txn}.json"), txn_id=txn, write_id=wids[table], statement_id=0)
@@ -182,8 +182,8 @@ def _begin_dp_write_flat(ms, in_process, table, tmp_path, ids):
     txn, wids = ms.txns.begin_write([table])
     ms.locks.lock([LockComponent(info.db, info.name, "", LockType.SHARED_WRITE, Operation.INSERT)], txn)
     snap = ms.txns.snapshot(table, txn_id=txn)
-    spec = JobSpec(table=table_spec(info),
-                   snapshot=SnapshotSpec(snap.valid_txns.to_string(), snap.valid_write_ids.to_string()),
+    spec = JobSpec(table=info.to_spec(),
+                   snapshot=SnapshotSpec.of(snap),
                    request=Insert.from_dict({"source": source(tmp_path, f"w{txn}", id=ids, v=[f"x{i}" for i in ids])}),
                    manifest_path=str(tmp_path / f"m{txn}.json"), txn_id=txn, write_id=wids[table], statement_id=0)
     in_process(spec)
@@ -275,7 +275,7 @@ def test_dead_worker_is_recovered_and_failures_stop_the_initiator(runner, in_pro
     cwl = snap.valid_write_ids.for_compactor()
     ms.compactions.set_compactor_txn(req.id, txn, cwl.high_watermark)
     info = ms.catalog.get_table(t)
-    in_process(JobSpec(table=table_spec(info), snapshot=SnapshotSpec(snap.valid_txns.to_string(), cwl.to_string()),
+    in_process(JobSpec(table=info.to_spec(), snapshot=SnapshotSpec.of(snap, cwl),
                        request=Compact(type="major"), manifest_path=str(tmp_path / "dead.json"), txn_id=txn,
                        write_id=cwl.high_watermark))
     dead_base = f"base_0000003_v{txn:07d}"

@@ -450,7 +450,6 @@ def test_a_batch_write_and_a_streaming_ingest_into_one_table_at_once(acid, spark
 def test_the_ingest_job_takes_json_and_csv_landings(acid, spark, runner, orders, tmp_path, fmt):
     from airflow_hive_acid.datasource.ingest import run_ingest
     from airflow_hive_acid.jobs import Ingest, JobSpec, SnapshotSpec
-    from airflow_hive_acid.statements import table_spec
     landing = tmp_path / "landing"
     landing.mkdir()
     rows = [{"id": 7000 + i, "name": f"j{i}", "amount": i / 2, "ds": "2024-04-01"} for i in range(6)]
@@ -463,7 +462,7 @@ def test_the_ingest_job_takes_json_and_csv_landings(acid, spark, runner, orders,
         (landing / f"f{f}.{fmt}").write_text(text + "\n")
     req = Ingest(landing=str(landing), checkpoint=str(tmp_path / "cp"), metastore=acid.url, format=fmt,
                  max_files_per_trigger=1, options={"header": "true"} if fmt == "csv" else {})
-    m = run_ingest(spark, JobSpec(table=table_spec(runner.ms.catalog.get_table(orders)),
+    m = run_ingest(spark, JobSpec(table=runner.ms.catalog.get_table(orders).to_spec(),
                                   snapshot=SnapshotSpec("", ""), request=req))
     assert m.ok, m.error
     assert [b["rows"] for b in m.output.batches] == [3, 3]

@@ -1,5 +1,6 @@
 """INSERT / INSERT OVERWRITE / DELETE / UPDATE / MERGE through the statement runner, with the
 Spark jobs run in a shared local SparkSession (the end-to-end tests use spark-submit)."""
+from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow as pa
@@ -9,7 +10,7 @@ import pytest
 from airflow_hive_acid.acid.bucket_codec import decode_bucket, decode_statement
 from airflow_hive_acid.acid.bucketing import bucket_id
 from airflow_hive_acid.errors import JobFailed
-from airflow_hive_acid.jobs.spec import Delete, Insert, Merge, Read, Update, request
+from airflow_hive_acid.jobs.spec import Delete, Insert, Merge, Read, SnapshotSpec, Update, request
 from airflow_hive_acid.metastore import TxnState
 
 pytestmark = pytest.mark.spark
@@ -97,11 +98,9 @@ def test_merge_not_matched_by_source_and_source_table(runner, orders, tmp_path):
     runner.ms.catalog.create_table("sales.keep", "id bigint, name string, amount double, ds string")
     runner.run(Insert.from_dict({"source": source(
         tmp_path, "k", id=[1, 2, 3], name=["a", "b", "c"], amount=[1.0, 2.0, 3.0], ds=["2024-01-01"] * 3)}), "sales.keep")
-    from airflow_hive_acid.statements import table_spec
     info = runner.ms.catalog.get_table("sales.keep")
     snap = runner.ms.txns.snapshot("sales.keep")
-    src = {"table": table_spec(info).__dict__, "snapshot": {"valid_txns": snap.valid_txns.to_string(),
-                                                            "valid_write_ids": snap.valid_write_ids.to_string()}}
+    src = {"table": asdict(info.to_spec()), "snapshot": asdict(SnapshotSpec.of(snap))}   # as a JSON spec carries it
     runner.run(Merge.from_dict({"source": src, "on": ["id"], "clauses": [
         "WHEN MATCHED THEN UPDATE SET name = s.name",
         "WHEN NOT MATCHED BY SOURCE AND t.ds = '2024-01-02' THEN DELETE",

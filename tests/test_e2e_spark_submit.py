@@ -212,7 +212,6 @@ def test_streaming_ingest_killed_mid_run_restarts_without_loss_or_duplicates(tmp
 
     from airflow_hive_acid.jobs import Ingest, JobFailed, JobSpec, LocalSubmitter, SnapshotSpec, run_job
     from airflow_hive_acid.metastore import Metastore
-    from airflow_hive_acid.statements import table_spec
 
     ms = Metastore.initialize(f"sqlite:///{tmp_path / 'm.db'}", warehouse=str(tmp_path / "wh"))
     ms.catalog.create_table("s.events", "id bigint, v string", partitioned_by="ds string", bucketed_by="id",
@@ -227,7 +226,7 @@ def test_streaming_ingest_killed_mid_run_restarts_without_loss_or_duplicates(tmp
     def spec(trigger, max_duration=None):
         req = Ingest(landing=str(landing), checkpoint=str(tmp_path / "cp"), metastore=ms.url, trigger=trigger,
                      interval=0.2, max_duration=max_duration, max_files_per_trigger=1)
-        return JobSpec(table=table_spec(ms.catalog.get_table("s.events")), snapshot=SnapshotSpec("", ""),
+        return JobSpec(table=ms.catalog.get_table("s.events").to_spec(), snapshot=SnapshotSpec("", ""),
                        request=req)
 
     submit = LocalSubmitter(log=lambda _line: None)

@@ -1,5 +1,9 @@
+import json
+
 import pytest
 
+from airflow_hive_acid.acid.table import TableSpec
+from airflow_hive_acid.jobs.spec import JobSpec, Read, SnapshotSpec
 from airflow_hive_acid.metastore import AlreadyExistsError, InvalidInputError, NoSuchObjectError
 
 
@@ -52,6 +56,32 @@ def test_unknown_table_and_partition_specs(ms):
     for bad in ["ds=../x,hr=1", "ds=a/b,hr=1", "ds=1", "hr=1,ds=2,zz=3", "garbage"]:
         with pytest.raises(InvalidInputError):
             ms.catalog.partition_name(t, bad)
+
+
+def test_the_catalog_gives_the_one_table_model_a_job_carries_unchanged(ms, warehouse):
+    t = ms.catalog.create_table("sales.orders", "id bigint, name string", partitioned_by="ds string, hr int",
+                                bucketed_by="id", buckets=4, properties={"orc.compress": "SNAPPY"})
+    spec = t.to_spec()
+    # the job spec's wire format: what jobs in flight and the spark-submit tests read
+    wire = json.loads(JobSpec(table=spec, snapshot=SnapshotSpec("t", "w"), request=Read(output="/o")).to_json())
+    assert wire["table"] == {"name": "sales.orders", "location": str(warehouse / "sales.db" / "orders"),
+                             "columns": "id bigint, name string", "partition_columns": "ds string, hr int",
+                             "bucket_columns": ["id"], "num_buckets": 4, "bucketing_version": 2,
+                             "insert_only": False, "compression": "snappy"}
+    assert JobSpec.from_json(json.dumps(wire)).table == spec and TableSpec.from_dict(wire["table"]) == spec
+    assert [c.name for c in spec.all_columns] == ["id", "name", "ds", "hr"] and spec.partition_names == ["ds", "hr"]
+    assert spec.bucket_types == ["bigint"]
+    # one partition name, whether the spec is a user's text, a mapping or a row's values
+    named = {spec.partition_name("ds=2024-01-01,hr=3"), spec.partition_name({"DS": "2024-01-01", "hr": 3}),
+             spec.partition_name(["2024-01-01", "3"]), ms.catalog.partition_name(t, "ds=2024-01-01,hr=3")}
+    assert named == {"ds=2024-01-01/hr=3"}
+    with pytest.raises(InvalidInputError, match="names a column twice"):
+        spec.partition_name({"ds": "a", "DS": "b", "hr": "1"})
+    flat = ms.catalog.create_table("sales.flat", "id int")
+    with pytest.raises(InvalidInputError, match="sales.flat is not partitioned"):
+        ms.catalog.partition_name(flat, "ds=1")
+    with pytest.raises(InvalidInputError, match="unknown column 'zz' of sales.orders"):
+        spec.column("zz")
 
 
 def test_alter_and_drop(ms):

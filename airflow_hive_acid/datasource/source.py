@@ -59,7 +59,7 @@ from ..spark.scan import (
 from ..spark.tasks import release_freed_memory, task_context
 from ..spark.types import spark_type
 from ..spark.write import Placement, Statement, TaskFiles, publish
-from ..statements import LOAD_STATEMENT_IDS, table_spec
+from ..statements import LOAD_STATEMENT_IDS
 from ..writetxn import WriteTxn
 from .stream import HiveAcidStreamWriter
 
@@ -168,11 +168,11 @@ class HiveAcidDataSource(DataSource):
 
     def schema(self) -> StructType:
         with self.opts.connect() as ms:
-            table = Table(table_spec(ms.catalog.get_table(self.opts.table)))
+            table = Table(ms.catalog.get_table(self.opts.table).to_spec())
         columns = list(self.opts.columns) if self.opts.columns else None
         if columns:
             for c in columns:
-                table.column(c)
+                table.spec.column(c)
         # every field nullable: the Arrow batches a read returns do not mark ROW__ID non-null
         return StructType([StructField(f.name, f.dataType, True)
                            for f in scan_schema(table, columns, self.opts.with_row_id).fields])
@@ -205,7 +205,7 @@ class HiveAcidReader(DataSourceReader):
         self.opts = opts
         with opts.connect() as ms:
             info = ms.catalog.get_table(opts.table)
-            self.table = Table(table_spec(info))
+            self.table = Table(info.to_spec())
             self.columns, self.with_row_id = self._columns(schema)
             self.txn_id, snap = self._snapshot(ms, info)
         self.snapshot = snap
@@ -220,13 +220,13 @@ class HiveAcidReader(DataSourceReader):
             if f.name.upper() == ROW_ID_COLUMN:
                 with_row_id = True
                 continue
-            col = self.table.column(f.name.lower())
+            col = self.table.spec.column(f.name.lower())
             if f.dataType != spark_type(col.type):
                 raise InvalidInputError(f"hive_acid: column {f.name!r} of {self.table.spec.name} is {col.type}, "
                                         f"not {f.dataType.simpleString()}")
             names.append(col.name)
-        return [n for n in names if n not in self.table.partition_names] + [
-            n for n in self.table.partition_names if n in names], with_row_id
+        return [n for n in names if n not in self.table.spec.partition_names] + [
+            n for n in self.table.spec.partition_names if n in names], with_row_id
 
     def _snapshot(self, ms: Metastore, info: TableInfo) -> tuple[int, SnapshotSpec]:
         """Take the snapshot inside the caller's txn or a read-only txn of our own. Executors
@@ -257,7 +257,7 @@ class HiveAcidReader(DataSourceReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Filters on partition columns prune partitions before anything is listed further;
         the rest go back to Spark."""
-        parts = set(self.table.partition_names)
+        parts = set(self.table.spec.partition_names)
         for f in filters:
             if _supported(f) and _columns_of(f) <= parts:
                 self.partition_filters.append(f)
@@ -273,7 +273,7 @@ class HiveAcidReader(DataSourceReader):
         return [_Groups([g.to_dict() for g in groups[i:i + size]]) for i in range(0, len(groups), size)]
 
     def _keeps(self, part: str) -> bool:
-        values = {c.name: v.as_py() for c, v in zip(self.table.partition_columns,
+        values = {c.name: v.as_py() for c, v in zip(self.table.spec.partition_cols,
                                                      partition_values(self.table, part))}
         return all(_evaluate(f, values) is True for f in self.partition_filters)
 
@@ -363,7 +363,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
         self.opts, self.overwrite = opts, overwrite
         with opts.connect() as ms:
             info = ms.catalog.get_table(opts.table)
-            table = Table(table_spec(info))
+            table = Table(info.to_spec())
             if overwrite and table.spec.num_buckets:
                 raise InvalidInputError(
                     f"hive_acid: mode('overwrite') of the bucketed table {info.qualified_name} needs one writer "
@@ -380,7 +380,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
         self.stmt = Statement(table, self.txn.txn_id, self.txn.write_id, self.txn.statement_ids, overwrite,
                               shared_txn=not self.txn.own)
         self.staging = self.stmt.staging("datasource")
-        self.overwrite_partitions = [""] if overwrite and not table.partition_columns else []
+        self.overwrite_partitions = [""] if overwrite and not table.spec.partition_cols else []
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskFiles:
         table = self.stmt.table

@@ -35,7 +35,6 @@ from ..spark.load import Conform, conform_batch
 from ..spark.scan import Table
 from ..spark.tasks import task_context
 from ..spark.write import Placement, Statement, TaskFiles, publish
-from ..statements import table_spec
 from ..writetxn import WriteTxn
 
 if TYPE_CHECKING:
@@ -79,12 +78,12 @@ class ChangeStream:
         if not opts.merge_on:
             raise InvalidInputError("hive_acid: a change stream needs mergeOn, the columns its changes are keyed by")
         spec, keys = table.spec, tuple(opts.merge_on)
-        placed = set(spec.bucket_columns) | set(table.partition_names)
+        placed = set(spec.bucket_columns) | set(spec.partition_names)
         if not spec.num_buckets or spec.insert_only or not placed <= set(keys):
             raise InvalidInputError(
                 f"hive_acid: a change stream (mergeOn) is applied bucket by bucket: {spec.name} must be a bucketed "
                 f"full-ACID table and mergeOn must include its bucket and partition columns {sorted(placed)}")
-        rest = [c.name for c in table.all_columns if c.name not in keys]
+        rest = [c.name for c in spec.all_columns if c.name not in keys]
         texts = [f"WHEN MATCHED AND s.{OP} = 'd' THEN DELETE",
                  f"WHEN NOT MATCHED AND s.{OP} <> 'd' THEN INSERT *"]
         if rest:
@@ -134,7 +133,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
         with opts.connect() as ms:
             info = ms.catalog.get_table(opts.table)
-        self.table = Table(table_spec(info))
+        self.table = Table(info.to_spec())
         self.qualified = info.qualified_name
         have = {f.name.lower(): (f.name, f.dataType) for f in schema.fields}
         self.changes = ChangeStream.plan(self.table, opts) if opts.merge_on else None

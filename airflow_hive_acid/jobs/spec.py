@@ -11,15 +11,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
-from functools import cached_property
 from typing import Any, ClassVar, Protocol
 
-from ..acid.partitions import DEFAULT_PARTITION_NAME, make_part_name
-from ..acid.types import Column, parse_columns
+from ..acid.partitions import DEFAULT_PARTITION_NAME
+from ..acid.table import TableSpec  # the table a job gets: the format's one model of a table
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..errors import InvalidInputError
-
-ALLOWED_PARTITION_TYPES = {"string", "varchar", "char", "tinyint", "smallint", "int", "bigint", "date", "boolean"}
 
 
 class Snapshot(Protocol):
@@ -35,61 +32,6 @@ class Snapshot(Protocol):
 
 class JobSpecError(InvalidInputError):
     """A job spec, request or MERGE clause that does not make sense."""
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """What a job needs to know about a table (from the catalog)."""
-
-    name: str
-    location: str
-    columns: str                      # "id bigint, name string"
-    partition_columns: str = ""       # "ds string"
-    bucket_columns: tuple[str, ...] = ()
-    num_buckets: int = 0
-    bucketing_version: int = 2
-    insert_only: bool = False
-    compression: str = "zstd"         # pyarrow's codec name, from the table's orc.compress
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TableSpec:
-        d = dict(d)
-        d["bucket_columns"] = tuple(d.get("bucket_columns") or ())
-        return cls(**d)
-
-    @cached_property
-    def data_columns(self) -> list[Column]:
-        return parse_columns(self.columns)
-
-    @cached_property
-    def partition_cols(self) -> list[Column]:
-        return parse_columns(self.partition_columns) if self.partition_columns else []
-
-    @property
-    def partition_names(self) -> list[str]:
-        return [c.name for c in self.partition_cols]
-
-    def column(self, name: str) -> Column:
-        for c in self.data_columns + self.partition_cols:
-            if c.name == name:
-                return c
-        raise JobSpecError(f"unknown column {name!r} of {self.name}; columns: "
-                           f"{[c.name for c in self.data_columns + self.partition_cols]}")
-
-    def check_partition_types(self) -> None:
-        for c in self.partition_cols:
-            if c.type.name not in ALLOWED_PARTITION_TYPES:
-                raise JobSpecError(f"partition column {c.name} has type {c.type}; supported: "
-                                   f"{sorted(ALLOWED_PARTITION_TYPES)}")
-
-    def partition_name(self, spec: dict[str, str]) -> str:
-        """The partition directory a static spec names (every partition column, valid values)."""
-        if not self.partition_cols:
-            raise JobSpecError(f"{self.name} is not partitioned: a partition spec does not apply")
-        values = {str(k).lower(): str(v) for k, v in spec.items()}
-        if len(values) != len(spec):
-            raise JobSpecError(f"partition spec {spec} names a column twice")
-        return make_part_name(self.partition_names, values)
 
 
 @dataclass(frozen=True)

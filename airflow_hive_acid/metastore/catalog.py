@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ..acid.compression import ORC_COMPRESS_PROPERTY, table_compression
 from ..acid.errors import AcidError
-from ..acid.partitions import make_part_name, parse_part_name, parse_spec_text
+from ..acid.partitions import parse_part_name
 from ..acid.types import Column, format_columns, parse_columns, validate_identifier
 from .counters import Counters
 from .db import Store
@@ -260,15 +260,7 @@ class Catalog:
     # -- partitions ---------------------------------------------------------------------------
     def partition_name(self, table: TableInfo, spec: str | dict[str, str]) -> str:
         """Canonical partition name for a user spec (``ds=2024-01-01`` or a dict), validated."""
-        if not table.is_partitioned:
-            raise InvalidInputError(f"table {table.qualified_name} is not partitioned")
-        cols = [c.name for c in table.partition_columns]
-        try:
-            if isinstance(spec, dict):
-                return make_part_name(cols, {k.lower(): str(v) for k, v in spec.items()})
-            return parse_spec_text(spec, cols)
-        except AcidError as exc:
-            raise InvalidInputError(str(exc)) from None
+        return table.to_spec().partition_name(spec)
 
     def add_partitions(self, conn: Connection, db: str, table: str, names: list[str], txn_id: int) -> None:
         """Record partitions a committing write created (inside the commit's transaction)."""
@@ -292,7 +284,7 @@ class Catalog:
                 raise InvalidInputError(f"table {table.qualified_name} is not partitioned, got partition {name!r}")
             return name
         try:
-            parse_part_name(name, [c.name for c in table.partition_columns])
+            parse_part_name(name, table.to_spec().partition_names)
         except AcidError as exc:
             raise InvalidInputError(str(exc)) from None
         return name

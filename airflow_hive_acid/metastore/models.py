@@ -7,6 +7,7 @@ from typing import Any
 
 from ..acid.compression import table_compression
 from ..acid.stats import WriteCounts
+from ..acid.table import TableSpec
 from ..acid.types import Column, format_columns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..errors import InvalidInputError
@@ -136,6 +137,15 @@ class TableInfo:
     def compression(self) -> str:
         """The codec its ORC files are written with (``orc.compress``, as pyarrow names it)."""
         return table_compression(self.properties)
+
+    def to_spec(self) -> TableSpec:
+        """The table as the format and a job see it (``acid.table.TableSpec``, the one model of
+        a table; docs/architecture.md §1)."""
+        return TableSpec(name=self.qualified_name, location=self.location, columns=format_columns(self.columns),
+                         partition_columns=format_columns(self.partition_columns),
+                         bucket_columns=tuple(self.bucket_columns), num_buckets=self.num_buckets,
+                         bucketing_version=self.bucketing_version, insert_only=self.is_insert_only,
+                         compression=self.compression)
 
     def to_dict(self) -> dict[str, Any]:
         return {

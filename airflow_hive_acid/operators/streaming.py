@@ -14,7 +14,6 @@ from ..hooks.spark import AcidSparkHook
 from ..jobs import Ingest, IngestOutput, JobSpec, PartitionStats, SnapshotSpec, run_job
 from ..jobs.spec import INGEST_FORMATS, INGEST_TRIGGERS
 from ..metastore.db import METASTORE_ENV
-from ..statements import table_spec
 from .base import AcidBaseOperator, fails_fast, is_templated
 from .transaction import emit_asset_event
 
@@ -64,7 +63,7 @@ class AcidStreamingIngestOperator(AcidBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         ms = self.metastore_hook.metastore
         info = ms.catalog.get_table(self.table)
-        table = table_spec(info)
+        table = info.to_spec()
         request = Ingest(landing=self.landing, checkpoint=self.checkpoint, format=self.format,
                          trigger=self.trigger, interval=float(self.interval), max_duration=self.max_duration,
                          max_files_per_trigger=self.max_files_per_trigger, options=self.source_options)

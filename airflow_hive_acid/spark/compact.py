@@ -102,7 +102,7 @@ def run_compaction(sc: SparkContext, spec: JobSpec, r: Compact) -> tuple[list[Pa
         raise JobSpecError(f"compaction spec needs the compactor txn and highest write id {hwm}, got "
                            f"txn {txn}, write id {spec.write_id}")
     fs, root = table.fs_and_root
-    listing = afs.list_table(fs, root, table.partition_names, [part] if part else None)
+    listing = afs.list_table(fs, root, table.spec.partition_names, [part] if part else None)
     state = get_acid_state(listing.partitions.get(part, []), wl, txns)
     result = CompactOutput(type=kind, partition=part, highest_write_id=hwm, input=state.chosen_names(),
                            obsolete_before=sorted(state.obsolete), aborted_before=sorted(state.aborted))
@@ -134,7 +134,7 @@ def run_compaction(sc: SparkContext, spec: JobSpec, r: Compact) -> tuple[list[Pa
 def _run_tasks(sc: SparkContext, table: Table, groups: list[BucketGroup], wl: ValidWriteIdList, kind: str,
                outputs: dict[str, str], out_dir: str) -> list:
     location = table.spec.location
-    columns = table.columns
+    columns = table.spec.data_columns
     compression = table.spec.compression
     snapshot_text = wl.to_string()
 
@@ -309,7 +309,7 @@ def _within(name: str, hwm: int | None, txns: ValidTxnList) -> bool:
 
 def _doomed(fs: pafs.FileSystem, table: Table, root: str, parts: list[str] | None, wl: ValidWriteIdList,
             txns: ValidTxnList, mode: str, hwm: int | None) -> dict[str, bool]:
-    listing = afs.list_table(fs, root, table.partition_names, parts)
+    listing = afs.list_table(fs, root, table.spec.partition_names, parts)
     out: dict[str, bool] = {}
     for part, entries in sorted(listing.partitions.items()):
         state = get_acid_state(entries, wl, txns)
@@ -331,7 +331,7 @@ def run_clean(spec: JobSpec, r: Clean) -> CleanOutput:
     that never said where it wrote), plus staging left by ``r.aborted_txns``."""
     mode, hwm = r.mode, r.highest_write_id
     table = Table(spec.table)
-    parts = r.partitions if table.partition_columns else None
+    parts = r.partitions if table.spec.partition_cols else None
     if mode == "compaction":
         wl: ValidWriteIdList = ValidCleanerWriteIdList.parse(spec.snapshot.valid_write_ids)
     else:

@@ -116,7 +116,7 @@ def check_source_files(path: str, fmt: str) -> list[pafs.FileInfo]:
 
 
 def _typed(table: Table, name: str, value: SparkColumn, value_type: T.DataType, what: str) -> SparkColumn:
-    col = table.column(name)
+    col = table.spec.column(name)
     target = spark_type(col.type)
     if not assignable(value_type, target):
         raise DmlError(f"{what}: column {name!r} is {col.type} but the value is {value_type.simpleString()}")
@@ -128,12 +128,12 @@ def source_columns(table: Table, source: dict[str, tuple[str, T.DataType]], stat
     """Where each table column comes from: ``(column, source column, None)`` or ``(column, None,
     static partition value)``. ``source`` maps lower-cased source names to (name, Spark type);
     names match case-insensitively and every type must be assignable to its column's."""
-    unknown = sorted(set(source) - {c.name for c in table.all_columns})
+    unknown = sorted(set(source) - {c.name for c in table.spec.all_columns})
     if unknown:
         raise DmlError(f"source columns {unknown} are not columns of {table.spec.name} "
-                       f"({[c.name for c in table.all_columns]})")
+                       f"({[c.name for c in table.spec.all_columns]})")
     out: list[tuple[str, str | None, str | None]] = []
-    for c in table.all_columns:
+    for c in table.spec.all_columns:
         if c.name in static:
             if c.name in source:
                 raise DmlError(f"partition column {c.name!r} is both in the data and in the partition spec")
@@ -153,7 +153,7 @@ def conform_source(table: Table, df: DataFrame, static_partition: dict[str, str]
     columns come from the data or from a static spec."""
     have = {f.name.lower(): (f.name, f.dataType) for f in df.schema.fields}
     return df.select(*[
-        (F.lit(value) if src is None else F.col(f"`{src}`")).cast(spark_type(table.column(name).type)).alias(name)
+        (F.lit(value) if src is None else F.col(f"`{src}`")).cast(spark_type(table.spec.column(name).type)).alias(name)
         for name, src, value in source_columns(table, have, static_partition or {})])
 
 
@@ -180,7 +180,7 @@ def update(spark: SparkSession, table: Table, snapshot: SnapshotSpec, assignment
     if where:
         scan = _analyse(lambda: scan.filter(_expr(where, "WHERE condition")), "UPDATE WHERE")
     new_values = []
-    for c in table.all_columns:
+    for c in table.spec.all_columns:
         if c.name in assignments:
             e = _expr(assignments[c.name], f"SET {c.name}")
             t = _analyse(partial(_type_of, scan, e), f"SET {c.name}")
@@ -192,8 +192,8 @@ def update(spark: SparkSession, table: Table, snapshot: SnapshotSpec, assignment
 
 def _check_assignable_columns(table: Table, assignments: dict[str, str]) -> None:
     for name in assignments:
-        table.column(name)
-        if name in table.partition_names:
+        table.spec.column(name)
+        if name in table.spec.partition_names:
             raise DmlError(f"cannot update partition column {name!r}: the row would move to another partition")
         if name in table.spec.bucket_columns:
             raise DmlError(f"cannot update bucket column {name!r}: the row would move to another bucket")
@@ -211,7 +211,7 @@ def merge_plan(table: Table, on: list[str] | str, clauses: list[MergeClause]) ->
         if c.action == "update":
             _check_assignable_columns(table, c.assignments)
         for name in c.assignments:
-            table.column(name)
+            table.spec.column(name)
     keys: list[str] | None = None
     if isinstance(on, str):
         if not on.strip():
@@ -221,7 +221,7 @@ def merge_plan(table: Table, on: list[str] | str, clauses: list[MergeClause]) ->
         keys = [k.lower() for k in on]
         if not keys:
             raise DmlError("MERGE needs ON key columns")
-        missing_t = [k for k in keys if k not in {c.name for c in table.all_columns}]
+        missing_t = [k for k in keys if k not in {c.name for c in table.spec.all_columns}]
         if missing_t:
             raise DmlError(f"ON keys {missing_t} are not columns of the target")
         texts = []
@@ -286,7 +286,7 @@ def merge_events(table: Table, joined: DataFrame, clauses: list[MergeClause]) ->
     # ROW__ID, which the writer of that bucket refuses: the cardinality check costs no extra job.
     clause = F.col(_TGT)
     new_values = []
-    for col in table.all_columns:
+    for col in table.spec.all_columns:
         expr = None
         for i, c in enumerate(clauses):
             if c.action == "delete":
@@ -307,15 +307,15 @@ def merge_events(table: Table, joined: DataFrame, clauses: list[MergeClause]) ->
         action = F.when(clause == i, F.lit(code)).otherwise(action)
     # (explode, then drop the NULL kind: a higher-order filter() would not be code-generated)
     kinds = F.array(F.when(deleting, F.lit(DELETE)), F.when(inserting, F.lit(INSERT)))
-    old_parts = [F.col(f"{TARGET_ALIAS}.{c.name}").alias(f"__old_{c.name}") for c in table.partition_columns]
+    old_parts = [F.col(f"{TARGET_ALIAS}.{c.name}").alias(f"__old_{c.name}") for c in table.spec.partition_cols]
     bucket = [F.col(BUCKET)] if BUCKET in joined.columns else []
     staged = _analyse(lambda: acting.select(*new_values, *old_parts, F.col(RID).alias(ROW_ID_COLUMN),
                                             action.alias(ACTION), F.explode(kinds).alias(KIND), *bucket)
                       .filter(F.col(KIND).isNotNull()), "MERGE")
     is_insert = F.col(KIND) == INSERT
-    cols = [F.when(is_insert, F.col(c.name)).alias(c.name) for c in table.columns]
+    cols = [F.when(is_insert, F.col(c.name)).alias(c.name) for c in table.spec.data_columns]
     cols += [F.when(is_insert, F.col(c.name)).otherwise(F.col(f"__old_{c.name}")).alias(c.name)
-             for c in table.partition_columns]
+             for c in table.spec.partition_cols]
     return staged.select(*cols, F.when(~is_insert, F.col(ROW_ID_COLUMN)).alias(ROW_ID_COLUMN), F.col(KIND),
                          F.col(ACTION), *bucket)
 
@@ -324,8 +324,8 @@ def _needed_target_columns(table: Table, clauses: list[MergeClause], keys: list[
                            texts: list[str]) -> list[str]:
     """Target columns the MERGE reads: keys, partition columns, every column an expression may
     name (any matching identifier: too many is harmless), and those an UPDATE carries over."""
-    names = [c.name for c in table.all_columns]
-    want = set(keys or []) | set(table.partition_names)
+    names = [c.name for c in table.spec.all_columns]
+    want = set(keys or []) | set(table.spec.partition_names)
     for text in texts:
         text = _SOURCE_REF.sub(" ", _STRING.sub(" ", text))   # s.x and 'literals' name no target column
         want |= {tok.lower() for tok in _IDENT.findall(text)} & set(names)
@@ -343,9 +343,9 @@ def _pushed_keys(table: Table, source: DataFrame, keys: list[str] | None,
     """The source's key values, when the target rows that can matter are exactly those whose
     key is among them (one data key column, no NOT MATCHED BY SOURCE): the readers then drop
     every other row before it reaches Spark."""
-    if keys is None or len(keys) != 1 or "not_matched_by_source" in kinds or keys[0] in table.partition_names:
+    if keys is None or len(keys) != 1 or "not_matched_by_source" in kinds or keys[0] in table.spec.partition_names:
         return None
-    col = table.column(keys[0])
+    col = table.spec.column(keys[0])
     if not col.type.is_primitive or col.type.name in ("float", "double", "binary", "timestamp"):
         return None
     if estimated_bytes(source) > BROADCAST_SOURCE_BYTES:
@@ -415,7 +415,7 @@ def _broadcast_join(tgt: DataFrame, src: DataFrame, keys: list[str], kinds: set[
 def _clause_value(table: Table, rows: DataFrame, c: MergeClause, i: int, name: str) -> SparkColumn:
     """The value clause ``i`` gives column ``name``: its assignment, else (UPDATE) the target's
     value, else (INSERT *) the source column of the same name, else NULL."""
-    col = table.column(name)
+    col = table.spec.column(name)
     if name in c.assignments:
         e = _expr(c.assignments[name], f"clause {i + 1} value of {name}")
         t = _analyse(lambda: rows.select(e).schema.fields[0].dataType, f"clause {i + 1} value of {name}")

@@ -102,7 +102,7 @@ def conform_plan(table: Table, schema: pa.Schema, static: dict[str, str]) -> Con
 
 def conform_batch(table: Table, plan: Conform, batch: pa.RecordBatch) -> pa.RecordBatch:
     arrays = []
-    for (name, src, static), col in zip(plan.columns, table.all_columns):
+    for (name, src, static), col in zip(plan.columns, table.spec.all_columns):
         target = col.type.to_arrow()
         if src is None:
             arrays.append(pa.array([static] * batch.num_rows, pa.string()).cast(target))
@@ -114,7 +114,7 @@ def conform_batch(table: Table, plan: Conform, batch: pa.RecordBatch) -> pa.Reco
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise DmlError(f"source: column {name!r} cannot be stored as {col.type}: {exc}") from None
         arrays.append(arr)
-    return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in table.all_columns])
+    return pa.RecordBatch.from_arrays(arrays, names=[c.name for c in table.spec.all_columns])
 
 
 def task_splits(sc: SparkContext, splits: list[Split], max_tasks: int) -> list[list[Split]]:

@@ -58,8 +58,8 @@ from .write import (
     TaskFiles,
     _no_stage,
     group_rows,
-    partition_name,
     publish,
+    row_partition,
     write_statement,
     written_rows,
 )
@@ -116,9 +116,9 @@ def source_rows(spark: JobSpark, table: Table, source: SourceSpec, keys: list[st
     spec = table.spec
     if not spec.num_buckets or spec.insert_only:
         return None
-    if not set(spec.bucket_columns) | set(table.partition_names) <= set(keys):
+    if not set(spec.bucket_columns) | set(spec.partition_names) <= set(keys):
         return None
-    placed = set(spec.bucket_columns) | set(table.partition_names)
+    placed = set(spec.bucket_columns) | set(spec.partition_names)
     for c in clauses:
         if c.action == "insert" and c.assignments and any(
                 re.sub(r"[\s`]", "", c.assignments.get(k, "")).lower() != f"{dml.SOURCE_ALIAS}.{k}" for k in placed):
@@ -173,7 +173,7 @@ class BucketPlan:
 
     @property
     def t_type(self) -> pa.StructType:
-        return pa.struct([pa.field(n, self.table.column(n).type.to_arrow()) for n in self.needed])
+        return pa.struct([pa.field(n, self.table.spec.column(n).type.to_arrow()) for n in self.needed])
 
 
 def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: list[str], needed: list[str],
@@ -183,13 +183,13 @@ def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: lis
     ``source_dir`` as one IPC file, one record batch per group it holds rows of."""
     spec = table.spec
     fs, _ = afs.filesystem_for(table.spec.location)
-    types = [str(table.column(c).type) for c in spec.bucket_columns]
+    types = spec.bucket_types
     slices: dict[tuple[str, int], list[tuple[str, int]]] = {}
     fs.create_dir(source_dir, recursive=True)
     for n, batch in enumerate(source.batches):
         key_values = {}
         for k in keys:
-            target = table.column(k).type
+            target = table.spec.column(k).type
             try:
                 key_values[k] = batch.column(batch.schema.get_field_index(k)).cast(target.to_arrow())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -199,14 +199,14 @@ def plan_buckets(table: Table, snapshot: SnapshotSpec, source: Source, keys: lis
         name = f"batch-{n:05d}.arrow"
         with fs.open_output_stream(afs.join(source_dir, name)) as out, \
                 pa.ipc.new_file(out, source.schema) as writer:
-            row_groups = group_rows(batch, [key_values[c.name] for c in table.partition_columns] + [buckets])
+            row_groups = group_rows(batch, [key_values[c.name] for c in table.spec.partition_cols] + [buckets])
             for i, (values, rows) in enumerate(row_groups):
-                slices.setdefault((partition_name(table, values[:-1]), int(values[-1])), []).append((name, i))
+                slices.setdefault((row_partition(table, values[:-1]), int(values[-1])), []).append((name, i))
                 writer.write_batch(rows)
         release_freed_memory()     # else each batch's freed decode buffers stay and the next grows past them
     # target groups: of the source's partitions only, unless unmatched target rows can act
     everything = "not_matched_by_source" in kinds
-    parts_wanted = None if everything or not table.partition_columns else sorted({p for p, _ in slices})
+    parts_wanted = None if everything or not table.spec.partition_cols else sorted({p for p, _ in slices})
     plan = plan_scan(table, snapshot, parts_wanted, exclude) if parts_wanted != [] else None
     groups = {(g.partition, g.bucket): g for g in plan.groups} if plan is not None else {}
     wanted = list(groups) if everything else list(slices)
@@ -240,7 +240,7 @@ def run_in_arrow(sc: SparkContext, stmt: Statement, plan: BucketPlan, program: l
 
 def _joined_schema(table: Table, needed: list[str], source: pa.Schema) -> T.StructType:
     from pyspark.sql.pandas.types import from_arrow_type
-    t = T.StructType([T.StructField(n, spark_type(table.column(n).type), True) for n in needed])
+    t = T.StructType([T.StructField(n, spark_type(table.spec.column(n).type), True) for n in needed])
     s = T.StructType([T.StructField(f.name, from_arrow_type(f.type), True) for f in source])
     return T.StructType([
         T.StructField(dml.TARGET_ALIAS, t, True), T.StructField(dml.RID, ROW_ID_SPARK, True),
@@ -268,18 +268,18 @@ def _join(fs: pafs.FileSystem, plan: BucketPlan, snap: ValidWriteIdList, group: 
     """Read the group's target rows (only those whose key is in the source, where unmatched
     target rows cannot act) and join them with the group's source rows in Arrow."""
     table, keys, needed = plan.table, plan.keys, plan.needed
-    src_keys = [source.column(k).combine_chunks().cast(table.column(k).type.to_arrow()) for k in keys]
-    data_cols = [n for n in needed if n not in table.partition_names]
+    src_keys = [source.column(k).combine_chunks().cast(table.spec.column(k).type.to_arrow()) for k in keys]
+    data_cols = [n for n in needed if n not in table.spec.partition_names]
     key_filter = None
-    data_keys = [k for k in keys if k not in table.partition_names]
+    data_keys = [k for k in keys if k not in table.spec.partition_names]
     if plan.how != "full outer" and len(data_keys) == 1:
         key_filter = (data_keys[0], KeySet(src_keys[keys.index(data_keys[0])]))
-    request = ReadRequest(table.columns, data_cols, True, key_filter)
+    request = ReadRequest(table.spec.data_columns, data_cols, True, key_filter)
     batches = list(read_bucket_group(fs, group, snap, request)) if group.row_files or group.originals else []
     target = (pa.Table.from_batches(batches) if batches else
-              pa.schema([pa.field(n, table.column(n).type.to_arrow()) for n in data_cols]
+              pa.schema([pa.field(n, table.spec.column(n).type.to_arrow()) for n in data_cols]
                         + [pa.field(ROW_ID_COLUMN, row_id_type())]).empty_table())
-    consts = dict(zip(table.partition_names, partition_values(table, group.partition))) if group.partition else {}
+    consts = dict(zip(table.spec.partition_names, partition_values(table, group.partition))) if group.partition else {}
     t_cols = [pa.array([consts[n].as_py()] * target.num_rows, consts[n].type) if n in consts
               else target.column(n).combine_chunks() for n in needed]
     names = [f"k{i}" for i in range(len(keys))]
@@ -349,7 +349,7 @@ def arrow_program(plan: BucketPlan, clauses: list[MergeClause]) -> list[ClausePr
                 return None
             values = []
             if c.action != "delete":
-                for col in table.all_columns:
+                for col in table.spec.all_columns:
                     if col.name in c.assignments:
                         node = ax.parse(c.assignments[col.name])
                     elif c.action == "update":
@@ -412,7 +412,7 @@ def _apply(table: Table, program: list[ClauseProgram], j: Joined, bucket: int) -
             holds = _broadcast(ax.evaluate(c.condition, sub), len(rows))
             cand[rows] = pc.fill_null(holds, False).to_numpy(zero_copy_only=False)
         choice[cand] = i
-    part_names = table.partition_names
+    part_names = table.spec.partition_names
     for i, c in enumerate(program):
         sel = np.flatnonzero(choice == i)
         if not len(sel):
@@ -430,7 +430,7 @@ def _apply(table: Table, program: list[ClauseProgram], j: Joined, bucket: int) -
             sub = ax.Scope({dml.TARGET_ALIAS: t.take(idx), dml.SOURCE_ALIAS: s.take(idx)})
             cols = {}
             for name, node in c.values:
-                target = table.column(name).type.to_arrow()
+                target = table.spec.column(name).type.to_arrow()
                 cols[name] = _broadcast(ax.assign(ax.evaluate(node, sub), target), m)
             yield pa.RecordBatch.from_pydict({**cols, **common})
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from ..acid import fs as afs
-from ..acid.partitions import parse_spec_text
 from ..errors import HiveAcidError, InvalidInputError, is_retryable
 from ..jobs.joblog import print_progress
 from ..jobs.manifest import Manifest, ReadOutput
@@ -115,7 +114,7 @@ def _dispatch(spark: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
         if overwrite:
             if static:
                 overwrite_parts = [spec.table.partition_name(static)]
-            elif not table.partition_columns:
+            elif not table.spec.partition_cols:
                 overwrite_parts = [""]
         with manifest.stage("plan"):
             # base_W has no statement id: a bucketed overwrite needs one writer per bucket (a shuffle)
@@ -146,7 +145,7 @@ def _dispatch(spark: JobSpark, spec: JobSpec, manifest: Manifest) -> None:
 def read(spark: SparkSession, spec: JobSpec, table: Table, r: Read) -> ReadOutput:
     """Rows as JSON lines into ``r.output`` (on the table's filesystem, or any path pyarrow
     reaches), at most ``r.limit``."""
-    partitions = [parse_spec_text(r.partition, table.partition_names)] if r.partition else None
+    partitions = [table.spec.partition_name(r.partition)] if r.partition else None
     if r.partition_filter:
         partitions = select_partitions(spark, table, spec.snapshot, r.partition_filter, partitions)
     df = read_table(spark, table, spec.snapshot, columns=r.columns, partitions=partitions,

@@ -27,7 +27,6 @@ from ..acid.reader import (
     read_bucket_group,
 )
 from ..acid.state import DirEntry, get_acid_state
-from ..acid.types import Column
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..jobs.spec import SnapshotSpec, TableSpec
 from .tasks import task_frame, task_indices
@@ -36,7 +35,8 @@ from .types import ROW_ID_SPARK, spark_type
 
 @dataclass
 class Table:
-    """A TableSpec and its filesystem, as the Spark side uses it."""
+    """A table as the Spark side uses it: the job's ``TableSpec`` (the one model of a table,
+    ``acid/table.py``; its columns and partitioning are read from ``spec``) and its filesystem."""
 
     spec: TableSpec
 
@@ -44,27 +44,8 @@ class Table:
         self.spec.check_partition_types()
 
     @property
-    def columns(self) -> list[Column]:
-        return self.spec.data_columns
-
-    @property
-    def partition_columns(self) -> list[Column]:
-        return self.spec.partition_cols
-
-    @property
     def fs_and_root(self) -> tuple[pafs.FileSystem, str]:
         return afs.filesystem_for(self.spec.location)
-
-    @property
-    def partition_names(self) -> list[str]:
-        return self.spec.partition_names
-
-    @property
-    def all_columns(self) -> list[Column]:
-        return self.columns + self.partition_columns
-
-    def column(self, name: str) -> Column:
-        return self.spec.column(name)
 
 
 @dataclass
@@ -86,7 +67,7 @@ def plan_scan(table: Table, snapshot: SnapshotSpec, partitions: list[str] | None
     wl = ValidWriteIdList.parse(snapshot.valid_write_ids)
     txns = ValidTxnList.parse(snapshot.valid_txns)
     fs, root = table.fs_and_root
-    listing = afs.list_table(fs, root, table.partition_names, partitions)
+    listing = afs.list_table(fs, root, table.spec.partition_names, partitions)
     groups: list[BucketGroup] = []
     kept = sorted(p for p in listing.partitions if keep is None or keep(p))
     for part in kept:
@@ -119,11 +100,11 @@ def _without_statement(entries: list[DirEntry], stmt: tuple[int, frozenset[int]]
 def partition_values(table: Table, part: str) -> list[pa.Scalar]:
     """The typed values of a partition's columns (strings in the path, a null scalar for Hive's
     default partition)."""
-    if not table.partition_columns:
+    if not table.spec.partition_cols:
         return []
-    spec = parse_part_name(part, table.partition_names)
+    spec = parse_part_name(part, table.spec.partition_names)
     out = []
-    for c in table.partition_columns:
+    for c in table.spec.partition_cols:
         raw = spec[c.name]
         t = c.type.to_arrow()
         if raw == DEFAULT_PARTITION_NAME:
@@ -140,11 +121,11 @@ def partition_values(table: Table, part: str) -> list[pa.Scalar]:
 
 def scan_schema(table: Table, columns: list[str] | None, with_row_id: bool,
                 with_partitions: bool = True) -> T.StructType:
-    cols = table.columns if columns is None else [table.column(n) for n in columns if
-                                                  n not in table.partition_names]
+    cols = table.spec.data_columns if columns is None else [table.spec.column(n) for n in columns
+                                                            if n not in table.spec.partition_names]
     fields = [T.StructField(c.name, spark_type(c.type), True) for c in cols]
     if with_partitions:
-        fields += [T.StructField(c.name, spark_type(c.type), True) for c in table.partition_columns]
+        fields += [T.StructField(c.name, spark_type(c.type), True) for c in table.spec.partition_cols]
     if with_row_id:
         fields.append(T.StructField(ROW_ID_COLUMN, ROW_ID_SPARK, False))
     return T.StructType(fields)
@@ -164,7 +145,7 @@ def read_table(spark: SparkSession, table: TableSpec | Table, snapshot: Snapshot
     t = table if isinstance(table, Table) else Table(table)
     if columns is not None:
         for n in columns:
-            t.column(n)
+            t.spec.column(n)
     if partition_filter:
         partitions = select_partitions(spark, t, snapshot, partition_filter, partitions)
     plan = plan_scan(t, snapshot, partitions, exclude_statement)
@@ -173,14 +154,14 @@ def read_table(spark: SparkSession, table: TableSpec | Table, snapshot: Snapshot
 
 def select_partitions(spark: SparkSession, table: Table, snapshot: SnapshotSpec, predicate: str,
                       among: list[str] | None = None) -> list[str]:
-    if not table.partition_columns:
+    if not table.spec.partition_cols:
         raise AcidReadError(f"{table.spec.name} is not partitioned: a partition filter does not apply")
     fs, root = table.fs_and_root
-    names = among if among is not None else sorted(afs.list_table(fs, root, table.partition_names).partitions)
+    names = among if among is not None else sorted(afs.list_table(fs, root, table.spec.partition_names).partitions)
     if not names:
         return []
     rows = [tuple(v.as_py() for v in partition_values(table, n)) + (n,) for n in names]
-    schema = T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in table.partition_columns]
+    schema = T.StructType([T.StructField(c.name, spark_type(c.type), True) for c in table.spec.partition_cols]
                           + [T.StructField("__part", T.StringType(), False)])
     df = spark.createDataFrame(rows, schema)
     return [r[0] for r in df.filter(predicate).select("__part").collect()]
@@ -191,11 +172,11 @@ def scan_request(t: Table, columns: list[str] | None, with_row_id: bool
     """What a scan task reads of each bucket group (data columns, ROW__ID), the Arrow fields of
     the batches it returns (:func:`scan_schema`), and whether the first column read is only
     there to count rows (no data column asked for)."""
-    wanted = None if columns is None else [n for n in columns if n not in t.partition_names]
-    request = ReadRequest(t.columns, wanted, with_row_id)
+    wanted = None if columns is None else [n for n in columns if n not in t.spec.partition_names]
+    request = ReadRequest(t.spec.data_columns, wanted, with_row_id)
     if not request.out_columns and not with_row_id:
         # Only partition columns (or nothing) asked: read the first column to count rows.
-        request = ReadRequest(t.columns, [t.columns[0].name], False)
+        request = ReadRequest(t.spec.data_columns, [t.spec.data_columns[0].name], False)
     fields = [pa.field(f.name, _arrow_of(f, t)) for f in scan_schema(t, columns, with_row_id).fields]
     return request, fields, wanted is not None and not wanted and not with_row_id
 
@@ -213,9 +194,9 @@ def scan_dataframe(spark: SparkSession, plan: ScanPlan, columns: list[str] | Non
                    with_row_id: bool, key_filter: tuple[str, pa.Array] | None = None) -> DataFrame:
     t = plan.table
     schema = scan_schema(t, columns, with_row_id)
-    wanted = None if columns is None else [n for n in columns if n not in t.partition_names]
+    wanted = None if columns is None else [n for n in columns if n not in t.spec.partition_names]
     if key_filter is not None and (wanted is not None and key_filter[0] not in wanted
-                                   or key_filter[0] in t.partition_names):
+                                   or key_filter[0] in t.spec.partition_names):
         raise AcidReadError(f"key filter column {key_filter[0]!r} must be a read data column")
     request, arrow_fields, drop_first = scan_request(t, columns, with_row_id)
     # The key values travel once per executor as a broadcast, not inside every task's closure.
@@ -266,7 +247,7 @@ def _from_ipc(data: bytes) -> pa.Array:
 def _arrow_of(f: T.StructField, t: Table) -> pa.DataType:
     if f.name == ROW_ID_COLUMN:
         return pa.struct([("writeId", pa.int64()), ("bucketId", pa.int32()), ("rowId", pa.int64())])
-    return t.column(f.name).type.to_arrow()
+    return t.spec.column(f.name).type.to_arrow()
 
 
 def _to_spark_batch(b: pa.RecordBatch, consts: list, fields: list[pa.Field], drop_first: bool) -> pa.RecordBatch:

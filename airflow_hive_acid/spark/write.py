@@ -40,7 +40,6 @@ from ..acid.bucket_codec import MAX_BUCKET_ID, decode_bucket_array
 from ..acid.bucketing import bucket_ids
 from ..acid.errors import AcidError
 from ..acid.names import ParsedDelta, base_name, bucket_file_name, delta_name, parse_dir
-from ..acid.partitions import make_part_name
 from ..acid.reader import ROW_ID_COLUMN
 from ..acid.writer import InsertFile, delete_events, write_acid_file
 from ..errors import InvalidInputError
@@ -131,15 +130,15 @@ def row_bucket(row_id: SparkColumn) -> SparkColumn:
 
 def insert_events_df(table: Table, rows: DataFrame, action: str = INSERT) -> DataFrame:
     """Rows (table + partition columns, already of the table's types) as insert events."""
-    cols = [F.col(c.name) for c in table.all_columns]
+    cols = [F.col(c.name) for c in table.spec.all_columns]
     return rows.select(*cols, F.lit(None).cast(ROW_ID_SPARK).alias(ROW_ID_COLUMN),
                        F.lit(INSERT).alias(KIND), F.lit(action).alias(ACTION))
 
 
 def delete_events_df(table: Table, rows: DataFrame, action: str = DELETE) -> DataFrame:
     """Rows read with ROW__ID (and partition columns) as delete events, in their row's bucket."""
-    cols = [F.lit(None).cast(spark_type(c.type)).alias(c.name) for c in table.columns]
-    cols += [F.col(c.name) for c in table.partition_columns]
+    cols = [F.lit(None).cast(spark_type(c.type)).alias(c.name) for c in table.spec.data_columns]
+    cols += [F.col(c.name) for c in table.spec.partition_cols]
     return rows.select(*cols, F.col(ROW_ID_COLUMN), F.lit(DELETE).alias(KIND), F.lit(action).alias(ACTION),
                        row_bucket(F.col(ROW_ID_COLUMN)).alias(BUCKET))
 
@@ -151,8 +150,8 @@ def update_events_df(table: Table, rows: DataFrame) -> DataFrame:
     kind = F.explode(F.array(F.lit(DELETE), F.lit(INSERT))).alias(KIND)
     exploded = rows.select("*", row_bucket(F.col(ROW_ID_COLUMN)).alias(BUCKET), kind)
     is_insert = F.col(KIND) == INSERT
-    cols = [F.when(is_insert, F.col(c.name)).cast(spark_type(c.type)).alias(c.name) for c in table.columns]
-    cols += [F.col(c.name) for c in table.partition_columns]
+    cols = [F.when(is_insert, F.col(c.name)).cast(spark_type(c.type)).alias(c.name) for c in table.spec.data_columns]
+    cols += [F.col(c.name) for c in table.spec.partition_cols]
     return exploded.select(*cols, F.when(~is_insert, F.col(ROW_ID_COLUMN)).alias(ROW_ID_COLUMN), F.col(KIND),
                            F.lit(UPDATE).alias(ACTION), F.col(BUCKET))
 
@@ -170,7 +169,7 @@ def write_statement(spark: SparkSession, stmt: Statement, events: DataFrame, pla
     staging = stmt.staging()
     if placement is Placement.SHUFFLE:
         with_bucket = _with_bucket(table, events)
-        part_cols = [c.name for c in table.partition_columns]
+        part_cols = table.spec.partition_names
         events = with_bucket.repartition(_num_writers(spark, table, with_bucket), *part_cols, KIND, BUCKET)
     elif placement is Placement.PER_TASK:
         writers = len(stmt.statement_ids) if table.spec.num_buckets else MAX_BUCKET_ID + 1
@@ -205,7 +204,7 @@ def _with_bucket(table: Table, events: DataFrame) -> DataFrame:
         return events.withColumn(BUCKET, F.when(F.col(KIND) == INSERT, insert_bucket).otherwise(delete_bucket))
     schema = T.StructType(events.schema.fields + [T.StructField(BUCKET, T.IntegerType(), False)])
     spec = table.spec
-    hive_types = [str(table.column(c).type) for c in spec.bucket_columns]
+    hive_types = spec.bucket_types
 
     def add(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
@@ -268,11 +267,12 @@ def _key_codes(key: pa.Array) -> tuple[np.ndarray, list]:
     return codes, enc.dictionary.to_pylist()
 
 
-def partition_name(table: Table, values: list) -> str:
-    """The partition directory of a row's partition values (validated: no ``/`` or ``..``)."""
-    if not table.partition_columns:
+def row_partition(table: Table, values: list) -> str:
+    """The partition directory of a row's partition values (validated: no ``/`` or ``..``; ``""``
+    for an unpartitioned table), by ``TableSpec.partition_name``."""
+    if not table.spec.partition_cols:
         return ""
-    return make_part_name(table.partition_names, [partition_value_text(v) for v in values])
+    return table.spec.partition_name([partition_value_text(v) for v in values])
 
 
 @dataclass
@@ -296,7 +296,7 @@ class TaskFiles:
     def __init__(self, stmt: Statement, staging: str, fs: pafs.FileSystem, task: int, placement: Placement):
         self.stmt, self.staging, self.fs, self.placement = stmt, staging, fs, placement
         table = stmt.table
-        self.columns = table.columns
+        self.columns = table.spec.data_columns
         self.insert_statement = stmt.statement_id
         self.insert_bucket: int | None = None
         if placement is Placement.PER_TASK:
@@ -310,7 +310,7 @@ class TaskFiles:
             else:
                 self.insert_bucket = task
         spec = table.spec
-        self._bucketing = (spec.bucket_columns, [str(table.column(c).type) for c in spec.bucket_columns],
+        self._bucketing = (spec.bucket_columns, spec.bucket_types,
                            spec.num_buckets, spec.bucketing_version)
         self._parts: dict[tuple, str] = {}
         self._inserts: dict[tuple[str, int], tuple[InsertFile, list[int]]] = {}
@@ -328,7 +328,7 @@ class TaskFiles:
             buckets = pa.array(np.full(batch.num_rows, self.insert_bucket, np.int32))
         else:
             buckets = pa.array(event_buckets(batch, *self._bucketing))
-        keys = [batch.column(names.index(n)) for n in table.partition_names] + [buckets]
+        keys = [batch.column(names.index(n)) for n in table.spec.partition_names] + [buckets]
         if KIND in names:
             keys.append(batch.column(names.index(KIND)))
         groups = []
@@ -349,7 +349,7 @@ class TaskFiles:
     def _part_name(self, values: tuple) -> str:
         """Validated once per partition, before any file of it is written."""
         if values not in self._parts:
-            self._parts[values] = partition_name(self.stmt.table, list(values))
+            self._parts[values] = row_partition(self.stmt.table, list(values))
         return self._parts[values]
 
     def _insert(self, part: str, bucket: int, rows: pa.RecordBatch, updates: int) -> None:
@@ -453,7 +453,7 @@ def _remove_leftovers(fs: pafs.FileSystem, root: str, stmt: Statement, keep: set
     """Directories an earlier attempt of this statement published under its ids that this one
     does not replace (it wrote fewer files, or other partitions): in a shared txn they would
     become visible at its commit."""
-    listing = afs.list_table(fs, root, stmt.table.partition_names)
+    listing = afs.list_table(fs, root, stmt.table.spec.partition_names)
     for part, entries in listing.partitions.items():
         for e in entries:
             if not e.is_dir or not e.name.startswith(("delta_", "delete_delta_")) or (part, e.name) in keep:
