@@ -82,18 +82,17 @@ class Heartbeater:
 
 
 def default_interval(metastore: Metastore) -> float:
+    """A third of ``hive.txn.timeout``: two beats may fail before the txn times out."""
     return max(0.5, metastore.config.txn_timeout / 3)
 
 
 @dataclass(frozen=True)
 class HeartbeatProcess:
-    """A heartbeat process: its pid, and the file whose removal (:meth:`stop`) ends it."""
+    """A heartbeat process: its pid, and the file whose removal (:func:`stop_heartbeat_process`,
+    in any process) ends it."""
 
     pid: int
     while_file: str
-
-    def stop(self) -> None:
-        stop_heartbeat_process(self.while_file)
 
 
 def spawn_heartbeat_process(metastore: Metastore, txn_id: int, interval: float | None = None,

@@ -113,17 +113,15 @@ def tables_output(ms: Metastore, tables: Iterable[str], writes: Sequence[WriteSt
     """Each of ``tables`` as an output with its schema (if the table still exists) and, given
     ``writes`` (a txn's recorded write stats), what the txn wrote to it: the datasets of a
     transaction task, or of the cleaner."""
-    out: dict[str, OutputDataset] = {}
-    for table in tables:
+    out: list[OutputDataset] = []
+    for name in dict.fromkeys(t.lower() for t in tables):      # each table once, looked up once
         try:
-            info: TableInfo | None = ms.catalog.get_table(table)
+            info: TableInfo | None = ms.catalog.get_table(name)
         except NoSuchObjectError:
             info = None
-        name = info.qualified_name if info is not None else table.lower()
-        if name not in out:
-            mine = None if writes is None else [w for w in writes if f"{w.db}.{w.table}" == name]
-            out[name] = table_output(name, info, mine)
-    return list(out.values())
+        mine = None if writes is None else [w for w in writes if f"{w.db}.{w.table}" == name]
+        out.append(table_output(name, info, mine))
+    return out
 
 
 def lineage(inputs: Sequence[Dataset] = (), outputs: Sequence[Dataset] = (),
