@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,6 +67,22 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _switch_to_wal(cur: Any, wait: float = 60.0) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while the file is locked. On a new file the switch
+    writes the header; two processes switching at once deadlock (one holds SHARED and wants
+    RESERVED while the other holds PENDING), and SQLite answers "database is locked" at once
+    without calling the busy handler, so the retry is ours."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 class Store:
     """An engine plus the transaction helpers every metastore component uses."""
 
@@ -101,7 +118,7 @@ class Store:
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA busy_timeout = 60000")
-            cur.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cur)
             cur.execute("PRAGMA synchronous = NORMAL")
             cur.execute("PRAGMA foreign_keys = ON")
             cur.close()
